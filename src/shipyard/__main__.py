@@ -1,0 +1,5 @@
+"""`python -m shipyard`."""
+
+from shipyard.cli import run
+
+run()

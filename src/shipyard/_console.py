@@ -1,0 +1,100 @@
+"""Output for people and for CI logs; the only module besides the CLI that writes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shipyard.build.engine import Event, Result
+
+__all__ = ["Display", "interactive"]
+
+
+def interactive(stream: TextIO) -> bool:
+    """A live display only on a terminal, and never in CI."""
+    return stream.isatty() and not os.environ.get("CI")
+
+
+class Display:
+    """Progress while actions run, then a summary: rich on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr, total: int = 0) -> None:
+        self.stream = stream
+        self.live = interactive(stream)
+        self.console = Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")) or None)
+        self.progress: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
+        self.overall: TaskID | None = None
+        if self.live:
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.overall = self.progress.add_task(f"0/{total} actions", total=total)
+            self.progress.start()
+        self.total = total
+        self.finished = 0
+
+    def __call__(self, event: Event) -> None:
+        """Show that an action started or finished."""
+        result = event.result
+        if result is None:
+            self._line(f"start   {event.action.id}")
+            if self.progress:
+                self.tasks[event.action.id] = self.progress.add_task(event.action.id, total=None)
+            return
+        self.finished += 1
+        self._line(
+            f"{result.status:<7} {event.action.id} ({result.duration:.1f}s)"
+            + (f": {result.reason.splitlines()[0]}" if result.reason else "")
+        )
+        if self.progress:
+            task = self.tasks.pop(event.action.id, None)
+            if task is not None:
+                self.progress.remove_task(task)
+            if self.overall is not None:
+                self.progress.update(
+                    self.overall,
+                    completed=self.finished,
+                    description=f"{self.finished}/{self.total} actions",
+                )
+
+    def _line(self, text: str) -> None:
+        if self.progress:
+            self.progress.console.print(text, markup=False, highlight=False)
+        else:
+            stamp = time.strftime("%H:%M:%S")
+            print(f"[{stamp}] {text}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Stop the live display."""
+        if self.progress:
+            self.progress.stop()
+            self.progress = None
+
+    def summary(self, results: Sequence[Result]) -> None:
+        """A table of every action and its outcome."""
+        self.close()
+        if self.live:
+            table = Table(title="shipyard build")
+            for column in ("action", "status", "time", "output"):
+                table.add_column(column)
+            for r in results:
+                output = ", ".join(a.path.name for a in r.outputs)
+                output = output or (r.reason.splitlines() or [""])[0]
+                table.add_row(r.action.id, r.status, f"{r.duration:.1f}s", output)
+            self.console.print(table)
+            return
+        for r in results:
+            outputs = " ".join(f"{a.path.name} sha256:{a.sha256[:12]}" for a in r.outputs)
+            print(f"{r.status:<7} {r.action.id:<40} {r.duration:6.1f}s {outputs}", file=self.stream)

@@ -1,0 +1,172 @@
+"""Runs a plan's actions on a worker pool and records a result for every one."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from shipyard.build.plan import Action, Plan
+from shipyard.errors import BuildError, ShipyardError
+from shipyard.stamp import Stamp
+
+__all__ = [
+    "Artifact",
+    "BuildContext",
+    "Builder",
+    "Event",
+    "Outcome",
+    "Result",
+    "Status",
+    "run_plan",
+]
+
+Status = Literal["built", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file an action produced."""
+
+    path: Path
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """Everything a builder may read: the edge's decisions, passed down."""
+
+    root: Path
+    dist: Path
+    stamp: Stamp
+    python: str
+    env: Mapping[str, str]
+
+    @property
+    def logs(self) -> Path:
+        """Where each action's log file goes."""
+        return self.dist / "logs"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What happened to one action: status, reason, time, inputs hash and outputs."""
+
+    action: Action
+    status: Status
+    duration: float
+    inputs: str = ""
+    outputs: tuple[Artifact, ...] = ()
+    reason: str = ""
+    log: Path | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a builder returns: its inputs hash and the files it wrote."""
+
+    inputs: str
+    outputs: tuple[Artifact, ...]
+    log: Path | None = None
+
+
+class Builder(Protocol):
+    """Builds one kind of action."""
+
+    kind: str
+
+    def build(self, action: Action, ctx: BuildContext) -> Outcome:
+        """Run `action`; raise BuildError on failure."""
+        ...
+
+
+@dataclass(frozen=True)
+class Event:
+    """Progress news for a display: an action started or finished."""
+
+    action: Action
+    result: Result | None = None
+
+
+@dataclass
+class _State:
+    results: dict[str, Result] = field(default_factory=dict)
+    running: dict[Future[Result], Action] = field(default_factory=dict)
+
+
+def _run_one(builder: Builder, action: Action, ctx: BuildContext) -> Result:
+    start = time.monotonic()
+    try:
+        outcome = builder.build(action, ctx)
+    except BuildError as exc:
+        return Result(action, "failed", time.monotonic() - start, reason=str(exc), log=exc.log)
+    return Result(
+        action, "built", time.monotonic() - start, outcome.inputs, outcome.outputs, log=outcome.log
+    )
+
+
+def run_plan(
+    plan: Plan,
+    ctx: BuildContext,
+    builders: Mapping[str, Builder],
+    *,
+    jobs: int | None = None,
+    keep_going: bool = False,
+    on_event: Callable[[Event], None] = lambda _: None,
+) -> list[Result]:
+    """Run every action once its dependencies are built; return results in plan order.
+
+    Fails fast by default: after a failure nothing new starts and the rest are
+    recorded as skipped with the reason.
+    """
+    missing = sorted({a.kind for a in plan.actions} - set(builders))
+    if missing:
+        raise ShipyardError(
+            f"no builder for output kind(s) {', '.join(missing)} in this shipyard version"
+        )
+    state = _State()
+    pending = list(plan.actions)
+    failed = False
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        while pending or state.running:
+            for action in list(pending):
+                broken = [
+                    d
+                    for d in action.deps
+                    if d in state.results and state.results[d].status != "built"
+                ]
+                if broken or (failed and not keep_going):
+                    reason = (
+                        f"dependency {broken[0]} did not build"
+                        if broken
+                        else "an earlier action failed (use --keep-going)"
+                    )
+                    state.results[action.id] = Result(action, "skipped", 0.0, reason=reason)
+                    on_event(Event(action, state.results[action.id]))
+                    pending.remove(action)
+                elif all(d in state.results for d in action.deps):
+                    pending.remove(action)
+                    on_event(Event(action))
+                    future = pool.submit(_run_one, builders[action.kind], action, ctx)
+                    state.running[future] = action
+            if not state.running:
+                # Only reachable when a dependency is outside the plan: say so, don't spin.
+                for action in pending:
+                    state.results[action.id] = Result(
+                        action, "skipped", 0.0, reason="a dependency is not in the plan"
+                    )
+                pending.clear()
+                continue
+            done, _ = wait(list(state.running), return_when=FIRST_COMPLETED)
+            for future in done:
+                action = state.running.pop(future)
+                result = future.result()
+                state.results[action.id] = result
+                failed = failed or result.status == "failed"
+                on_event(Event(action, result))
+    return [state.results[a.id] for a in plan.actions]

@@ -1,0 +1,54 @@
+"""dist/report.json: every action with its inputs hash, outputs, status and time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shipyard._fs import atomic_write
+from shipyard.build.engine import BuildContext, Result
+from shipyard.build.plan import Plan
+
+__all__ = ["report_json", "write_report"]
+
+
+def _rel(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def report_json(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> dict[str, Any]:
+    """The report as a JSON-ready mapping."""
+    root = ctx.root
+    return {
+        "project": plan.manifest.project.name,
+        "version": ctx.stamp.version,
+        "revision": ctx.stamp.revision,
+        "dirty": ctx.stamp.dirty,
+        "source_date_epoch": ctx.stamp.epoch,
+        "actions": [
+            {
+                **r.action.to_json(root),
+                "status": r.status,
+                "reason": r.reason,
+                "duration": round(r.duration, 3),
+                "inputs": r.inputs,
+                "outputs": [
+                    {"path": _rel(a.path, root), "sha256": a.sha256, "size": a.size}
+                    for a in r.outputs
+                ],
+                "log": _rel(r.log, root) if r.log else None,
+            }
+            for r in results
+        ],
+        "skips": [{"binary": s.binary, "reason": s.reason} for s in plan.skips],
+    }
+
+
+def write_report(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> Path:
+    """Write dist/report.json atomically and return its path."""
+    path = ctx.dist / "report.json"
+    data = json.dumps(report_json(plan, results, ctx), indent=2, sort_keys=False) + "\n"
+    atomic_write(path, data.encode())
+    return path

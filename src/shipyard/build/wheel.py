@@ -1,0 +1,118 @@
+"""Wheels: a PEP 517 build per source, normalised so the bytes depend only on inputs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from shipyard import __version__
+from shipyard._fs import publish_file, sha256_file
+from shipyard.build.engine import Artifact, BuildContext, Outcome
+from shipyard.build.plan import Action
+from shipyard.build.sources import tree_hash
+from shipyard.errors import BuildError
+from shipyard.stamp import ZIP_EPOCH
+
+__all__ = ["WheelBuilder", "build_env", "normalize_wheel"]
+
+
+def build_env(ctx: BuildContext) -> dict[str, str]:
+    """The environment of every build subprocess: the clock, the version, fixed hashing."""
+    env = dict(ctx.env)
+    env.update(
+        SOURCE_DATE_EPOCH=str(ctx.stamp.epoch),
+        PYTHONHASHSEED="0",
+        SHIPYARD_VERSION=ctx.stamp.version,
+        # setuptools-scm based sources get the same version as everything else.
+        SETUPTOOLS_SCM_PRETEND_VERSION=ctx.stamp.version,
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+    )
+    return env
+
+
+def _zip_time(epoch: int) -> tuple[int, int, int, int, int, int]:
+    t = time.gmtime(max(epoch, ZIP_EPOCH))
+    return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+
+
+def _order(name: str) -> tuple[int, str]:
+    # PEP 427 recommends .dist-info last so RECORD can be read at the end.
+    parts = name.split("/", 1)
+    in_dist_info = parts[0].endswith(".dist-info")
+    is_record = in_dist_info and len(parts) > 1 and parts[1] == "RECORD"
+    return (2 if is_record else 1 if in_dist_info else 0, name)
+
+
+def normalize_wheel(source: Path, target: Path, epoch: int) -> None:
+    """Rewrite a wheel with sorted entries, one timestamp and normalised modes.
+
+    File contents are untouched, so RECORD stays valid: this makes any PEP 517
+    backend's wheel reproducible, not only the backends that already are.
+    """
+    stamp = _zip_time(epoch)
+    with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
+        for info in sorted(src.infolist(), key=lambda i: _order(i.filename)):
+            if info.is_dir():
+                continue
+            executable = bool((info.external_attr >> 16) & 0o111)
+            out = zipfile.ZipInfo(info.filename, date_time=stamp)
+            out.compress_type = zipfile.ZIP_DEFLATED
+            out.create_system = 3  # unix, so the mode bits below are honoured
+            out.external_attr = ((0o100755 if executable else 0o100644) & 0xFFFF) << 16
+            dst.writestr(out, src.read(info), compresslevel=6)
+
+
+class WheelBuilder:
+    """Builds a source's wheel with `python -m build`, uv as installer when present."""
+
+    kind = "wheel"
+
+    def build(self, action: Action, ctx: BuildContext) -> Outcome:
+        """Build, normalise and publish the wheel into dist/wheels/."""
+        inputs = tree_hash(
+            action.source, "wheel", __version__, ctx.stamp.version, str(ctx.stamp.epoch)
+        )
+        ctx.logs.mkdir(parents=True, exist_ok=True)
+        log = ctx.logs / (action.id.replace(":", "-").replace("/", "_") + ".log")
+        command = [sys.executable, "-m", "build", "--wheel"]
+        if shutil.which("uv") or _has_module("uv"):
+            command += ["--installer", "uv"]
+        with tempfile.TemporaryDirectory(prefix=".wheel-", dir=ctx.dist) as tmp:
+            out = Path(tmp) / "out"
+            command += ["--outdir", str(out), str(action.source)]
+            with log.open("wb") as handle:
+                done = subprocess.run(
+                    command,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=build_env(ctx),
+                    cwd=action.source,
+                    check=False,
+                )
+            built = sorted(out.glob("*.whl")) if out.is_dir() else []
+            if done.returncode != 0 or len(built) != 1:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise BuildError(
+                    action.id,
+                    f"the PEP 517 build failed (exit {done.returncode}): " + " | ".join(tail),
+                    command=command,
+                    log=log,
+                )
+            normalised = Path(tmp) / built[0].name
+            normalize_wheel(built[0], normalised, ctx.stamp.epoch)
+            target = ctx.dist / "wheels" / built[0].name
+            publish_file(normalised, target)
+        artifact = Artifact(target, sha256_file(target), target.stat().st_size)
+        return Outcome(inputs, (artifact,), log)
+
+
+def _has_module(name: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(name) is not None

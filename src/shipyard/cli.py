@@ -1,0 +1,180 @@
+"""The `shipyard` command: the one place that prints and chooses exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from shipyard import __version__
+from shipyard._console import Display
+from shipyard.build import (
+    BUILDERS,
+    BuildContext,
+    Plan,
+    Selection,
+    make_plan,
+    report_json,
+    run_plan,
+    split_flag,
+    write_report,
+)
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.manifest import Manifest, find_manifest, json_schema, load_manifest
+from shipyard.stamp import read_stamp
+
+__all__ = ["main", "parser", "run"]
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-f", "--file", type=Path, help="the manifest (default: binaries.yaml here or above)"
+    )
+    return common
+
+
+def _selection() -> argparse.ArgumentParser:
+    sel = argparse.ArgumentParser(add_help=False)
+    for flag, meta, text in (
+        ("--target", "GROUP", "a group from binaries.yaml (default: all)"),
+        ("--binary", "NAME", "a binary by name"),
+        ("--output", "KIND", "wheel, zipapp or image"),
+        ("--platform", "OS/ARCH", "e.g. linux/arm64"),
+    ):
+        sel.add_argument(flag, action="append", metavar=meta, help=text + "; repeatable, a,b ok")
+    sel.add_argument("--json", action="store_true", help="print JSON for machines")
+    sel.add_argument(
+        "--version",
+        dest="release_version",
+        metavar="X",
+        help="the version to stamp (default: $VERSION, then project.version)",
+    )
+    return sel
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    top = argparse.ArgumentParser(
+        prog="shipyard",
+        description="Wheels, zipapps and images from binaries.yaml.",
+        parents=[_common()],
+    )
+    top.add_argument("--tool-version", action="version", version=f"shipyard {__version__}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("check", parents=[_common()], help="validate the manifest")
+    sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")
+    build = sub.add_parser("build", parents=[_common(), _selection()], help="build outputs")
+    build.add_argument("-j", "--jobs", type=int, default=None, help="parallel actions (CPUs)")
+    build.add_argument("--dry-run", action="store_true", help="print the plan, build nothing")
+    build.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="after a failure, finish what does not depend on it",
+    )
+    sub.add_parser("schema", help="print the manifest's JSON Schema")
+    sub.add_parser("clean", parents=[_common()], help="remove dist/")
+    return top
+
+
+def _manifest(args: argparse.Namespace) -> Manifest:
+    path = args.file if args.file else find_manifest(Path.cwd())
+    if not path.exists():
+        raise UsageError(f"-f {path}: no such file; pass the path of binaries.yaml")
+    return load_manifest(path)
+
+
+def _plan(args: argparse.Namespace, manifest: Manifest) -> Plan:
+    selection = Selection(
+        targets=split_flag(args.target),
+        binaries=split_flag(args.binary),
+        outputs=split_flag(args.output),
+        platforms=split_flag(args.platform),
+    )
+    return make_plan(manifest, selection)
+
+
+def _print_plan(plan: Plan, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(plan.to_json(), indent=2))
+        return
+    root = plan.manifest.root
+    for action in plan.actions:
+        extra = f" [{', '.join(action.platforms)}]" if action.platforms else ""
+        after = f" after {', '.join(action.deps)}" if action.deps else ""
+        print(f"{action.id}{extra} ({action.source.relative_to(root)}){after}")
+    for skip in plan.skips:
+        print(f"skip {skip.binary}: {skip.reason}")
+
+
+def _build(args: argparse.Namespace) -> int:
+    manifest = _manifest(args)
+    plan = _plan(args, manifest)
+    if args.dry_run:
+        _print_plan(plan, args.json)
+        return 0
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"-j {args.jobs}: give at least 1")
+    stamp = read_stamp(manifest.root, manifest.project.version, os.environ, args.release_version)
+    dist = manifest.root / "dist"
+    dist.mkdir(exist_ok=True)
+    ctx = BuildContext(manifest.root, dist, stamp, manifest.project.python, dict(os.environ))
+    display = Display(total=len(plan.actions))
+    for skip in plan.skips:
+        print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
+    try:
+        results = run_plan(
+            plan, ctx, BUILDERS, jobs=args.jobs, keep_going=args.keep_going, on_event=display
+        )
+    finally:
+        display.close()
+    write_report(plan, results, ctx)
+    if args.json:
+        print(json.dumps(report_json(plan, results, ctx), indent=2))
+    else:
+        display.summary(results)
+    failed = [r for r in results if r.status == "failed"]
+    for result in failed:
+        print(f"shipyard: {result.reason}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "schema":
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    if args.command == "check":
+        manifest = _manifest(args)
+        groups = ", ".join(sorted(manifest.groups))
+        print(f"{manifest.path}: ok, {len(manifest.binaries)} binaries; groups: {groups}")
+        return 0
+    if args.command == "plan":
+        _print_plan(_plan(args, _manifest(args)), args.json)
+        return 0
+    if args.command == "clean":
+        root = _manifest(args).root
+        shutil.rmtree(root / "dist", ignore_errors=True)
+        return 0
+    return _build(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 a step failed, 2 bad input)."""
+    args = parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except ShipyardError as exc:
+        print(f"shipyard: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("shipyard: interrupted", file=sys.stderr)
+        return 130
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Build identity read once at the edge: version, revision, dirty flag and the clock.
+
+Everything downstream takes a `Stamp` instead of asking git or the clock again, so
+one build sees one version and one timestamp (the basis of reproducibility).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from shipyard.errors import UsageError
+
+__all__ = ["ZIP_EPOCH", "Stamp", "read_stamp", "version_from_describe"]
+
+# Zip cannot store times before 1980; a clock before that is clamped here.
+ZIP_EPOCH = 315532800
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The version, git revision, dirty flag and clock of one build."""
+
+    version: str
+    revision: str | None
+    dirty: bool
+    epoch: int
+
+    @property
+    def created(self) -> str:
+        """The clock as RFC 3339 UTC, as OCI annotations want it."""
+        return datetime.fromtimestamp(self.epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @property
+    def tag(self) -> str:
+        """The version as a valid image tag (`+` is not allowed there)."""
+        return self.version.replace("+", "-")
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+_DESCRIBE = re.compile(r"^v?(?P<tag>.+)-(?P<distance>\d+)-g(?P<sha>[0-9a-f]+)$")
+
+
+def version_from_describe(describe: str | None, sha: str, count: int, dirty: bool) -> str:
+    """PEP 440 version from `git describe --tags --long` output.
+
+    At a tag: the tag. After it: the next patch release as a dev version with the
+    revision as local label (1.4.0 -> 1.4.1.dev3+g1a2b3c4). No tag: 0.0.0.devN.
+    """
+    local = [f"g{sha}"] + (["dirty"] if dirty else [])
+    match = _DESCRIBE.match(describe or "")
+    base: Version | None = None
+    distance = count
+    if match:
+        try:
+            base = Version(match["tag"])
+            distance = int(match["distance"])
+        except InvalidVersion:
+            base = None
+    if base is not None and distance == 0:
+        return str(base) + ("+dirty" if dirty else "")
+    if base is None:
+        return f"0.0.0.dev{distance}+{'.'.join(local)}"
+    release = list(base.release) + [0] * (3 - len(base.release))
+    release[-1] += 1
+    return f"{'.'.join(map(str, release))}.dev{distance}+{'.'.join(local)}"
+
+
+def _validate(version: str, source: str) -> str:
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        raise UsageError(
+            f"{source}: '{version}' is not a PEP 440 version; use e.g. 1.4.0 or 1.4.0rc1"
+        ) from None
+
+
+def read_stamp(
+    root: Path, declared: str, env: Mapping[str, str], override: str | None = None
+) -> Stamp:
+    """The stamp for a build of the repository at `root`.
+
+    Version precedence: `override` (--version), then $VERSION, then the manifest's
+    `project.version` (a literal, or `git`). The clock is $SOURCE_DATE_EPOCH, else
+    the last commit's time.
+    """
+    revision = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    dirty = bool(status)
+    if override:
+        version = _validate(override, "--version")
+    elif env.get("VERSION"):
+        version = _validate(env["VERSION"], "$VERSION")
+    elif declared != "git":
+        version = _validate(declared, "project.version in binaries.yaml")
+    elif revision is None:
+        raise UsageError(
+            "project.version is 'git' but there is no git commit here; "
+            "commit, or set a literal version, --version or $VERSION"
+        )
+    else:
+        count = int(_git(root, "rev-list", "--count", "HEAD") or "0")
+        describe = _git(root, "describe", "--tags", "--long", "--match", "*[0-9]*")
+        version = version_from_describe(describe, revision[:7], count, dirty)
+    raw_epoch = env.get("SOURCE_DATE_EPOCH")
+    if raw_epoch:
+        if not raw_epoch.isdigit():
+            raise UsageError(
+                f"$SOURCE_DATE_EPOCH='{raw_epoch}' is not a whole number of seconds; "
+                "fix or unset it"
+            )
+        epoch = int(raw_epoch)
+    else:
+        epoch = int(_git(root, "log", "-1", "--format=%ct") or ZIP_EPOCH)
+    return Stamp(version=version, revision=revision, dirty=dirty, epoch=max(epoch, ZIP_EPOCH))
