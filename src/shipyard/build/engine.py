@@ -132,9 +132,12 @@ def run_plan(
     state = _State()
     pending = list(plan.actions)
     failed = False
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+    workers = jobs or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         while pending or state.running:
             for action in list(pending):
+                if len(state.running) >= workers:
+                    break  # submit no more than can run, so failing fast starts nothing new
                 broken = [
                     d
                     for d in action.deps

@@ -78,7 +78,7 @@ class WheelBuilder:
             action.source, "wheel", __version__, ctx.stamp.version, str(ctx.stamp.epoch)
         )
         ctx.logs.mkdir(parents=True, exist_ok=True)
-        log = ctx.logs / (action.id.replace(":", "-").replace("/", "_") + ".log")
+        log = ctx.logs / f"wheel-{'_'.join(action.binaries)}.log"
         command = [sys.executable, "-m", "build", "--wheel"]
         if shutil.which("uv") or _has_module("uv"):
             command += ["--installer", "uv"]
@@ -97,10 +97,9 @@ class WheelBuilder:
                 )
             built = sorted(out.glob("*.whl")) if out.is_dir() else []
             if done.returncode != 0 or len(built) != 1:
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
                 raise BuildError(
                     action.id,
-                    f"the PEP 517 build failed (exit {done.returncode}): " + " | ".join(tail),
+                    f"the PEP 517 build failed (exit {done.returncode}): {_cause(log)}",
                     command=command,
                     log=log,
                 )
@@ -110,6 +109,15 @@ class WheelBuilder:
             publish_file(normalised, target)
         artifact = Artifact(target, sha256_file(target), target.stat().st_size)
         return Outcome(inputs, (artifact,), log)
+
+
+def _cause(log: Path) -> str:
+    """The most telling line of a failed build's log: the last exception or error."""
+    lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if "Error" in line.split(":", 1)[0] or line.startswith("error:"):
+            return line
+    return lines[-1] if lines else "no output"
 
 
 def _has_module(name: str) -> bool:

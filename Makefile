@@ -1,0 +1,37 @@
+# Habits for people used to make: each target bootstraps what it needs and calls
+# the same invoke tasks and nox sessions that CI uses.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV   ?= .venv
+PYTHON ?= python3
+TARGET ?= standard
+BIN     = $(VENV)/bin
+
+.PHONY: help build test lint services clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(BIN)/shipyard: pyproject.toml
+	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
+	  || { echo "installing python3-venv (needs root)"; apt-get update -qq && apt-get install -y -qq python3-venv; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+build: $(BIN)/shipyard ## build the TARGET group (default: standard) into dist/
+	$(BIN)/invoke build --target=$(TARGET)
+
+test: services $(BIN)/shipyard ## start services, then run lint, typecheck, unit, integration
+	SHIPYARD_REQUIRE_SERVICES=$${SHIPYARD_REQUIRE_SERVICES:-1} $(BIN)/nox -s test
+
+lint: $(BIN)/shipyard ## ruff check and format check
+	$(BIN)/nox -s lint
+
+services: ## install and start dockerd, the registry, binfmt and the base image (root)
+	bash scripts/services.sh
+
+clean: ## remove dist/ and test environments
+	rm -rf dist .nox

@@ -1,0 +1,96 @@
+"""Test stages: lint, typecheck, unit, integration; `test` runs all four in order."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["test"]
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+# What the integration stage needs from the caller's environment (set by
+# scripts/services.sh or CI); nox passes the environment through, this documents it.
+SERVICE_VARS = (
+    "SHIPYARD_REQUIRE_SERVICES",
+    "SHIPYARD_REGISTRY",
+    "SHIPYARD_BASE_IMAGE",
+    "SHIPYARD_BASE_LAYOUT",
+    "DOCKER_HOST",
+)
+
+
+def _install(session: nox.Session) -> None:
+    session.install("-e", ".[test]")
+
+
+def _lint(session: nox.Session) -> None:
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+def _typecheck(session: nox.Session) -> None:
+    session.run("mypy")
+
+
+def _unit(session: nox.Session) -> None:
+    session.run("pytest", "-m", "not integration", *session.posargs)
+
+
+def _integration(session: nox.Session) -> None:
+    present = [name for name in SERVICE_VARS if os.environ.get(name)]
+    session.log("service settings from the environment: " + (", ".join(present) or "none"))
+    session.run("pytest", "-m", "integration", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check."""
+    session.install("ruff")
+    _lint(session)
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over src, tests, tasks and benchmarks."""
+    _install(session)
+    _typecheck(session)
+
+
+@nox.session(python=PYTHON)
+def unit(session: nox.Session) -> None:
+    """Tests that need no services."""
+    _install(session)
+    _unit(session)
+
+
+@nox.session(python=PYTHON)
+def integration(session: nox.Session) -> None:
+    """Tests against the real Docker engine, registry and QEMU (scripts/services.sh)."""
+    _install(session)
+    _integration(session)
+
+
+@nox.session(python=PYTHON)
+def test(session: nox.Session) -> None:
+    """All four stages in order in one environment; the first failure fails the session."""
+    _install(session)
+    for name, stage in (
+        ("lint", _lint),
+        ("typecheck", _typecheck),
+        ("unit", _unit),
+        ("integration", _integration),
+    ):
+        session.log(f"stage: {name}")
+        stage(session)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks under benchmarks/ (not part of test)."""
+    _install(session)
+    for script in sorted(os.listdir("benchmarks")):
+        if script.endswith(".py") and not script.startswith("_"):
+            session.run("python", f"benchmarks/{script}", *session.posargs)

@@ -1,0 +1,112 @@
+"""The worker pool: dependency order, fail fast, keep going, parallelism."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from shipyard.build.engine import BuildContext, Outcome, run_plan
+from shipyard.build.plan import Action, Plan
+from shipyard.errors import BuildError, ShipyardError
+from shipyard.manifest import Manifest, Project
+from shipyard.stamp import Stamp
+
+
+class Recorder:
+    """A builder that records order and overlap, and fails the actions it is told to."""
+
+    def __init__(self, kind: str, fail: frozenset[str] = frozenset(), delay: float = 0.0) -> None:
+        self.kind = kind
+        self.fail = fail
+        self.delay = delay
+        self.order: list[str] = []
+        self.active = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+
+    def build(self, action: Action, ctx: BuildContext) -> Outcome:
+        with self.lock:
+            self.order.append(action.id)
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(self.delay)
+        with self.lock:
+            self.active -= 1
+        if action.id in self.fail:
+            raise BuildError(action.id, "boom", command=["false"])
+        return Outcome(inputs=f"hash-{action.id}", outputs=())
+
+
+def _plan(tmp_path: Path, *actions: Action) -> Plan:
+    manifest = Manifest(tmp_path / "binaries.yaml", tmp_path, Project("p", "1", "3.11"), {}, {})
+    return Plan(manifest, (), actions)
+
+
+def _ctx(tmp_path: Path) -> BuildContext:
+    return BuildContext(tmp_path, tmp_path / "dist", Stamp("1", None, False, 0), "3.11", {})
+
+
+def _action(name: str, kind: str = "wheel", deps: tuple[str, ...] = ()) -> Action:
+    return Action(name, kind, (name,), Path("/src"), (), deps)
+
+
+def test_dependencies_run_first_and_results_keep_plan_order(tmp_path: Path) -> None:
+    wheel = Recorder("wheel")
+    zipapp = Recorder("zipapp")
+    plan = _plan(tmp_path, _action("w"), _action("z", "zipapp", ("w",)))
+    results = run_plan(plan, _ctx(tmp_path), {"wheel": wheel, "zipapp": zipapp}, jobs=2)
+    assert [(r.action.id, r.status, r.inputs) for r in results] == [
+        ("w", "built", "hash-w"),
+        ("z", "built", "hash-z"),
+    ]
+    assert wheel.order == ["w"] and zipapp.order == ["z"]
+
+
+def test_jobs_bounds_parallelism(tmp_path: Path) -> None:
+    builder = Recorder("wheel", delay=0.05)
+    plan = _plan(tmp_path, *(_action(f"a{i}") for i in range(6)))
+    run_plan(plan, _ctx(tmp_path), {"wheel": builder}, jobs=2)
+    assert builder.peak == 2
+    serial = Recorder("wheel", delay=0.01)
+    run_plan(plan, _ctx(tmp_path), {"wheel": serial}, jobs=1)
+    assert serial.peak == 1
+
+
+def test_fail_fast_starts_nothing_new(tmp_path: Path) -> None:
+    builder = Recorder("wheel", fail=frozenset({"a0"}))
+    plan = _plan(tmp_path, *(_action(f"a{i}") for i in range(4)))
+    results = run_plan(plan, _ctx(tmp_path), {"wheel": builder}, jobs=1)
+    assert [r.status for r in results] == ["failed", "skipped", "skipped", "skipped"]
+    assert "boom" in results[0].reason and "false" in results[0].reason
+    assert "--keep-going" in results[1].reason
+
+
+def test_keep_going_skips_only_dependents(tmp_path: Path) -> None:
+    wheel = Recorder("wheel", fail=frozenset({"a"}))
+    zipapp = Recorder("zipapp")
+    plan = _plan(
+        tmp_path,
+        _action("a"),
+        _action("b"),
+        _action("za", "zipapp", ("a",)),
+        _action("zb", "zipapp", ("b",)),
+    )
+    results = run_plan(
+        plan, _ctx(tmp_path), {"wheel": wheel, "zipapp": zipapp}, jobs=1, keep_going=True
+    )
+    assert {r.action.id: r.status for r in results} == {
+        "a": "failed",
+        "b": "built",
+        "za": "skipped",
+        "zb": "built",
+    }
+    assert "dependency a did not build" in results[2].reason
+
+
+def test_unknown_kind_fails_loudly(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, _action("x", "image"))
+    with pytest.raises(ShipyardError, match="no builder for output kind"):
+        run_plan(plan, _ctx(tmp_path), {"wheel": Recorder("wheel")})
