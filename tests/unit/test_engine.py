@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.engine import BuildContext, Outcome, run_plan
+from shipyard.build.engine import Artifact, BuildContext, Outcome, run_plan
 from shipyard.build.plan import Action, Plan
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Manifest, Project
@@ -26,10 +26,12 @@ class Recorder:
         self.active = 0
         self.peak = 0
         self.lock = threading.Lock()
+        self.seen_deps: dict[str, list[str]] = {}
 
-    def build(self, action: Action, ctx: BuildContext) -> Outcome:
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         with self.lock:
             self.order.append(action.id)
+            self.seen_deps[action.id] = [a.path.name for a in deps]
             self.active += 1
             self.peak = max(self.peak, self.active)
         time.sleep(self.delay)
@@ -37,7 +39,8 @@ class Recorder:
             self.active -= 1
         if action.id in self.fail:
             raise BuildError(action.id, "boom", command=["false"])
-        return Outcome(inputs=f"hash-{action.id}", outputs=())
+        out = Artifact(Path(f"/out/{action.id}.whl"), "0" * 64, 1)
+        return Outcome(inputs=f"hash-{action.id}", outputs=(out,))
 
 
 def _plan(tmp_path: Path, *actions: Action) -> Plan:
@@ -63,6 +66,7 @@ def test_dependencies_run_first_and_results_keep_plan_order(tmp_path: Path) -> N
         ("z", "built", "hash-z"),
     ]
     assert wheel.order == ["w"] and zipapp.order == ["z"]
+    assert zipapp.seen_deps == {"z": ["w.whl"]}
 
 
 def test_jobs_bounds_parallelism(tmp_path: Path) -> None:

@@ -80,8 +80,8 @@ class Builder(Protocol):
 
     kind: str
 
-    def build(self, action: Action, ctx: BuildContext) -> Outcome:
-        """Run `action`; raise BuildError on failure."""
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        """Run `action` given its dependencies' outputs; raise BuildError on failure."""
         ...
 
 
@@ -99,10 +99,12 @@ class _State:
     running: dict[Future[Result], Action] = field(default_factory=dict)
 
 
-def _run_one(builder: Builder, action: Action, ctx: BuildContext) -> Result:
+def _run_one(
+    builder: Builder, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]
+) -> Result:
     start = time.monotonic()
     try:
-        outcome = builder.build(action, ctx)
+        outcome = builder.build(action, ctx, deps)
     except BuildError as exc:
         return Result(action, "failed", time.monotonic() - start, reason=str(exc), log=exc.log)
     return Result(
@@ -155,7 +157,8 @@ def run_plan(
                 elif all(d in state.results for d in action.deps):
                     pending.remove(action)
                     on_event(Event(action))
-                    future = pool.submit(_run_one, builders[action.kind], action, ctx)
+                    deps = tuple(a for d in action.deps for a in state.results[d].outputs)
+                    future = pool.submit(_run_one, builders[action.kind], action, ctx, deps)
                     state.running[future] = action
             if not state.running:
                 # Only reachable when a dependency is outside the plan: say so, don't spin.

@@ -72,7 +72,7 @@ class WheelBuilder:
 
     kind = "wheel"
 
-    def build(self, action: Action, ctx: BuildContext) -> Outcome:
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         """Build, normalise and publish the wheel into dist/wheels/."""
         inputs = tree_hash(
             action.source, "wheel", __version__, ctx.stamp.version, str(ctx.stamp.epoch)
