@@ -1,0 +1,93 @@
+"""The meshctl command line: register, list and deregister services in mesh-discovery."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from importlib import metadata
+
+from meshctl.client import DiscoveryClient, DiscoveryError
+
+__all__ = ["DEFAULT_DISCOVERY", "main"]
+
+DEFAULT_DISCOVERY = "http://127.0.0.1:15010"
+"""Where mesh-discovery listens when neither --discovery nor MESH_DISCOVERY says otherwise."""
+
+
+def _installed_version() -> str:
+    try:
+        return metadata.version("meshctl")
+    except metadata.PackageNotFoundError:
+        return "0.0.0+source"  # running from a source tree: there is no installed metadata
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    # socket timeouts must be positive; nan and inf would make the wait meaningless.
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return seconds
+
+
+def _parser(default_discovery: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="meshctl", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
+    parser.add_argument(
+        "--discovery",
+        metavar="URL",
+        default=default_discovery,
+        help=f"mesh-discovery base URL (default: $MESH_DISCOVERY or {DEFAULT_DISCOVERY})",
+    )
+    parser.add_argument(
+        "--timeout", type=_seconds, default=5.0, help="seconds to wait for discovery (default: 5)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register = commands.add_parser("register", help="register NAME at ADDRESS (or move it)")
+    register.add_argument("name", metavar="NAME")
+    register.add_argument("address", metavar="ADDRESS", help="e.g. 10.0.0.7:8080")
+    listing = commands.add_parser("list", help="list registered services")
+    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    deregister = commands.add_parser("deregister", help="remove NAME from the registry")
+    deregister.add_argument("name", metavar="NAME")
+    return parser
+
+
+def _run(args: argparse.Namespace, client: DiscoveryClient) -> None:
+    if args.command == "register":
+        service = client.register(args.name, args.address)
+        print(f"registered {service.name} at {service.address}")
+    elif args.command == "list":
+        services = client.services()
+        if args.json:
+            print(json.dumps([asdict(service) for service in services], indent=2))
+        elif not services:
+            print("no services registered", file=sys.stderr)
+        else:
+            width = max(len("NAME"), *(len(service.name) for service in services))
+            print(f"{'NAME':<{width}}  ADDRESS")
+            for service in services:
+                print(f"{service.name:<{width}}  {service.address}")
+    elif args.command == "deregister":
+        client.deregister(args.name)
+        print(f"deregistered {args.name}")
+    else:  # argparse only accepts the commands above; this guards against a new one unwired
+        raise AssertionError(f"unhandled command {args.command!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run meshctl; exit status 1 when discovery is unreachable or refuses the request."""
+    # An empty MESH_DISCOVERY (e.g. `MESH_DISCOVERY= meshctl list`) means "use the default".
+    args = _parser(os.environ.get("MESH_DISCOVERY") or DEFAULT_DISCOVERY).parse_args(argv)
+    try:
+        _run(args, DiscoveryClient(args.discovery, timeout=args.timeout))
+    except DiscoveryError as exc:
+        print(f"meshctl: {exc}", file=sys.stderr)
+        return 1
+    return 0
