@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write", "publish_file", "sha256_file"]
+__all__ = [
+    "TEMP_PREFIX",
+    "atomic_write",
+    "exclusive",
+    "publish_file",
+    "remove_stale_temps",
+    "sha256_file",
+]
+
+# Every temporary file or folder shipyard makes next to an output starts with
+# this, so the next build can sweep what a killed one left behind.
+TEMP_PREFIX = ".tmp-"
 
 
 def sha256_file(path: Path) -> str:
@@ -23,7 +37,7 @@ def sha256_file(path: Path) -> str:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -39,7 +53,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 def publish_file(source: Path, path: Path) -> None:
     """Move a finished file into place atomically (copying first across file systems)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
@@ -48,3 +62,36 @@ def publish_file(source: Path, path: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(root: Path) -> int:
+    """Delete temporaries left under `root` by a killed build; call under the build lock."""
+    removed = 0
+    if not root.is_dir():
+        return 0
+    for folder, dirs, files in os.walk(root):
+        for name in [d for d in dirs if d.startswith(TEMP_PREFIX)]:
+            shutil.rmtree(Path(folder) / name, ignore_errors=True)
+            dirs.remove(name)
+            removed += 1
+        for name in files:
+            if name.startswith(TEMP_PREFIX):
+                (Path(folder) / name).unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_file` (waits for another holder to finish).
+
+    Two builds started at once in one checkout take turns instead of writing the
+    same outputs together; the second then finds cache hits.
+    """
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -12,17 +12,9 @@ from pathlib import Path
 
 from shipyard import __version__
 from shipyard._console import Display
-from shipyard.build import (
-    BUILDERS,
-    BuildContext,
-    Plan,
-    Selection,
-    make_plan,
-    report_json,
-    run_plan,
-    split_flag,
-    write_report,
-)
+from shipyard.build import BUILDERS, Plan, Selection, make_plan, report_json, split_flag
+from shipyard.build.cache import ActionCache, default_cache_dir
+from shipyard.build.run import BuildOptions, execute
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Manifest, find_manifest, json_schema, load_manifest
 from shipyard.stamp import read_stamp
@@ -76,6 +68,15 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after a failure, finish what does not depend on it",
     )
+    build.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
+    build.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    build.add_argument("--force", action="store_true", help="ignore cache hits; rebuild all")
+    cache = sub.add_parser("cache", help="inspect or prune the action cache")
+    cache.add_argument("action", choices=["prune", "info"])
+    cache.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
+    cache.add_argument(
+        "--max-size", default="2G", help="prune down to this size (bytes, or K/M/G; default 2G)"
+    )
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
     return top
@@ -120,27 +121,49 @@ def _build(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: give at least 1")
     stamp = read_stamp(manifest.root, manifest.project.version, os.environ, args.release_version)
-    dist = manifest.root / "dist"
-    dist.mkdir(exist_ok=True)
-    ctx = BuildContext(manifest.root, dist, stamp, manifest.project.python, dict(os.environ))
+    options = BuildOptions(
+        jobs=args.jobs,
+        keep_going=args.keep_going,
+        cache_dir=None if args.no_cache else default_cache_dir(args.cache_dir, os.environ),
+        force=args.force,
+    )
     display = Display(total=len(plan.actions))
     for skip in plan.skips:
         print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
     try:
-        results = run_plan(
-            plan, ctx, BUILDERS, jobs=args.jobs, keep_going=args.keep_going, on_event=display
-        )
+        run = execute(plan, stamp, BUILDERS, options, on_event=display)
     finally:
         display.close()
-    write_report(plan, results, ctx)
     if args.json:
-        print(json.dumps(report_json(plan, results, ctx), indent=2))
+        print(json.dumps(report_json(plan, run.results, run.context), indent=2))
     else:
-        display.summary(results)
-    failed = [r for r in results if r.status == "failed"]
-    for result in failed:
+        display.summary(run.results)
+    for result in run.failed:
         print(f"shipyard: {result.reason}", file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if run.failed else 0
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "")
+    if not number.isdigit():
+        raise UsageError(f"--max-size={text}: give bytes or a size like 500M or 2G")
+    return int(number) * units.get(unit, 1)
+
+
+def _cache(args: argparse.Namespace) -> int:
+    cache = ActionCache(default_cache_dir(args.cache_dir, os.environ))
+    if args.action == "prune":
+        pruned = cache.prune(_size(args.max_size))
+        print(
+            f"removed {pruned.removed_entries} entries, {pruned.removed_bytes} bytes; "
+            f"{pruned.kept_bytes} bytes kept in {cache.root}"
+        )
+    else:
+        entries = len(list(cache.actions.glob("*.json"))) if cache.actions.is_dir() else 0
+        size = cache.size() if cache.root.is_dir() else 0
+        print(f"{cache.root}: {entries} entries, {size} bytes")
+    return 0
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -155,6 +178,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "plan":
         _print_plan(_plan(args, _manifest(args)), args.json)
         return 0
+    if args.command == "cache":
+        return _cache(args)
     if args.command == "clean":
         root = _manifest(args).root
         shutil.rmtree(root / "dist", ignore_errors=True)

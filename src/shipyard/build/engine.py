@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,7 +26,7 @@ __all__ = [
     "run_plan",
 ]
 
-Status = Literal["built", "skipped", "failed"]
+Status = Literal["built", "cached", "skipped", "failed"]
 
 
 @dataclass(frozen=True)
@@ -64,21 +65,28 @@ class Result:
     outputs: tuple[Artifact, ...] = ()
     reason: str = ""
     log: Path | None = None
+    started: float = 0.0  # seconds since the build began, for the trace
+    worker: int = 0
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a builder returns: its inputs hash and the files it wrote."""
+    """What a builder returns: its inputs hash (the action key) and the files it wrote."""
 
     inputs: str
     outputs: tuple[Artifact, ...]
     log: Path | None = None
+    cached: bool = False
 
 
 class Builder(Protocol):
     """Builds one kind of action."""
 
     kind: str
+
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        """The hash of every declared input of `action`: equal keys, equal outputs."""
+        ...
 
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         """Run `action` given its dependencies' outputs; raise BuildError on failure."""
@@ -100,15 +108,31 @@ class _State:
 
 
 def _run_one(
-    builder: Builder, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]
+    builder: Builder, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], t0: float
 ) -> Result:
     start = time.monotonic()
+    worker = threading.get_ident()
     try:
         outcome = builder.build(action, ctx, deps)
     except BuildError as exc:
-        return Result(action, "failed", time.monotonic() - start, reason=str(exc), log=exc.log)
+        return Result(
+            action,
+            "failed",
+            time.monotonic() - start,
+            reason=str(exc),
+            log=exc.log,
+            started=start - t0,
+            worker=worker,
+        )
     return Result(
-        action, "built", time.monotonic() - start, outcome.inputs, outcome.outputs, log=outcome.log
+        action,
+        "cached" if outcome.cached else "built",
+        time.monotonic() - start,
+        outcome.inputs,
+        outcome.outputs,
+        log=outcome.log,
+        started=start - t0,
+        worker=worker,
     )
 
 
@@ -135,6 +159,7 @@ def run_plan(
     pending = list(plan.actions)
     failed = False
     workers = jobs or os.cpu_count() or 1
+    t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while pending or state.running:
             for action in list(pending):
@@ -143,7 +168,7 @@ def run_plan(
                 broken = [
                     d
                     for d in action.deps
-                    if d in state.results and state.results[d].status != "built"
+                    if d in state.results and state.results[d].status not in ("built", "cached")
                 ]
                 if broken or (failed and not keep_going):
                     reason = (
@@ -158,7 +183,7 @@ def run_plan(
                     pending.remove(action)
                     on_event(Event(action))
                     deps = tuple(a for d in action.deps for a in state.results[d].outputs)
-                    future = pool.submit(_run_one, builders[action.kind], action, ctx, deps)
+                    future = pool.submit(_run_one, builders[action.kind], action, ctx, deps, t0)
                     state.running[future] = action
             if not state.running:
                 # Only reachable when a dependency is outside the plan: say so, don't spin.

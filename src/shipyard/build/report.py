@@ -11,7 +11,7 @@ from shipyard._fs import atomic_write
 from shipyard.build.engine import BuildContext, Result
 from shipyard.build.plan import Plan
 
-__all__ = ["report_json", "write_report"]
+__all__ = ["report_json", "trace_json", "write_report"]
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -51,4 +51,41 @@ def write_report(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> Pa
     path = ctx.dist / "report.json"
     data = json.dumps(report_json(plan, results, ctx), indent=2, sort_keys=False) + "\n"
     atomic_write(path, data.encode())
+    trace = json.dumps(trace_json(results), separators=(",", ":")) + "\n"
+    atomic_write(ctx.dist / "trace.json", trace.encode())
     return path
+
+
+def trace_json(results: Sequence[Result]) -> dict[str, Any]:
+    """Chrome trace-event format (opens in Perfetto): each action on its worker over time."""
+    workers: dict[int, int] = {}
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "shipyard build"}}
+    ]
+    for r in sorted(results, key=lambda r: r.started):
+        if r.status == "skipped":
+            continue
+        tid = workers.setdefault(r.worker, len(workers) + 1)
+        events.append(
+            {
+                "name": r.action.id,
+                "cat": r.action.kind,
+                "ph": "X",
+                "pid": 1,
+                "tid": tid,
+                "ts": round(r.started * 1e6),
+                "dur": max(1, round(r.duration * 1e6)),
+                "args": {"status": r.status, "inputs": r.inputs},
+            }
+        )
+    for tid in workers.values():
+        events.append(
+            {
+                "name": "thread_name",
+                "ph": "M",
+                "pid": 1,
+                "tid": tid,
+                "args": {"name": f"worker {tid}"},
+            }
+        )
+    return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -11,9 +10,10 @@ import zipfile
 from pathlib import Path
 
 from shipyard import __version__
-from shipyard._fs import publish_file, sha256_file
+from shipyard._fs import TEMP_PREFIX, publish_file, sha256_file
 from shipyard.build.engine import Artifact, BuildContext, Outcome
 from shipyard.build.plan import Action
+from shipyard.build.proc import run_logged
 from shipyard.build.sources import tree_hash
 from shipyard.errors import BuildError
 from shipyard.stamp import ZIP_EPOCH
@@ -72,34 +72,36 @@ class WheelBuilder:
 
     kind = "wheel"
 
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        """Source files, version, clock, shipyard's version and the building Python."""
+        return tree_hash(
+            action.source,
+            "wheel",
+            __version__,
+            ctx.stamp.version,
+            str(ctx.stamp.epoch),
+            ctx.stamp.revision or "",
+            str(ctx.stamp.dirty),
+            "{}.{}".format(*sys.version_info[:2]),
+        )
+
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         """Build, normalise and publish the wheel into dist/wheels/."""
-        inputs = tree_hash(
-            action.source, "wheel", __version__, ctx.stamp.version, str(ctx.stamp.epoch)
-        )
+        inputs = self.key(action, ctx, deps)
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = ctx.logs / f"wheel-{'_'.join(action.binaries)}.log"
         command = [sys.executable, "-m", "build", "--wheel"]
         if shutil.which("uv") or _has_module("uv"):
             command += ["--installer", "uv"]
-        with tempfile.TemporaryDirectory(prefix=".wheel-", dir=ctx.dist) as tmp:
+        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "wheel-", dir=ctx.dist) as tmp:
             out = Path(tmp) / "out"
             command += ["--outdir", str(out), str(action.source)]
-            with log.open("wb") as handle:
-                done = subprocess.run(
-                    command,
-                    stdout=handle,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    env=build_env(ctx),
-                    cwd=action.source,
-                    check=False,
-                )
+            returncode = run_logged(command, log, env=build_env(ctx), cwd=action.source)
             built = sorted(out.glob("*.whl")) if out.is_dir() else []
-            if done.returncode != 0 or len(built) != 1:
+            if returncode != 0 or len(built) != 1:
                 raise BuildError(
                     action.id,
-                    f"the PEP 517 build failed (exit {done.returncode}): {_cause(log)}",
+                    f"the PEP 517 build failed (exit {returncode}): {_cause(log)}",
                     command=command,
                     log=log,
                 )

@@ -1,0 +1,87 @@
+"""One build, start to finish: lock, sweep, plan, run with the cache, report."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard._fs import exclusive, remove_stale_temps
+from shipyard.build.cache import ActionCache, CachingBuilder
+from shipyard.build.engine import BuildContext, Builder, Event, Result, run_plan
+from shipyard.build.plan import Plan
+from shipyard.build.proc import reset, terminate_all
+from shipyard.build.report import write_report
+from shipyard.stamp import Stamp
+
+__all__ = ["BuildOptions", "BuildRun", "execute"]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to run a plan: parallelism, failure policy and the cache."""
+
+    jobs: int | None = None
+    keep_going: bool = False
+    cache_dir: Path | None = None  # None: no cache
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class BuildRun:
+    """The results of one build and where its report went."""
+
+    plan: Plan
+    context: BuildContext
+    results: tuple[Result, ...]
+    report: Path
+
+    @property
+    def failed(self) -> tuple[Result, ...]:
+        """The actions that failed."""
+        return tuple(r for r in self.results if r.status == "failed")
+
+
+def execute(
+    plan: Plan,
+    stamp: Stamp,
+    builders: Mapping[str, Builder],
+    options: BuildOptions,
+    *,
+    env: Mapping[str, str] | None = None,
+    on_event: Callable[[Event], None] = lambda _: None,
+) -> BuildRun:
+    """Build `plan` into <root>/dist.
+
+    Holds dist/.lock for the whole build, so two builds in one checkout take
+    turns; sweeps temporaries a killed build left; on KeyboardInterrupt ends the
+    running subprocesses before re-raising (their temporaries are removed as their
+    builders unwind).
+    """
+    root = plan.manifest.root
+    dist = root / "dist"
+    ctx = BuildContext(
+        root, dist, stamp, plan.manifest.project.python, dict(os.environ if env is None else env)
+    )
+    chosen: dict[str, Builder] = dict(builders)
+    if options.cache_dir is not None:
+        cache = ActionCache(options.cache_dir)
+        chosen = {k: CachingBuilder(b, cache, force=options.force) for k, b in builders.items()}
+    with exclusive(dist / ".lock"):
+        remove_stale_temps(dist)
+        reset()
+        try:
+            results = run_plan(
+                plan,
+                ctx,
+                chosen,
+                jobs=options.jobs,
+                keep_going=options.keep_going,
+                on_event=on_event,
+            )
+        except KeyboardInterrupt:
+            terminate_all()
+            raise
+        report = write_report(plan, results, ctx)
+    return BuildRun(plan, ctx, tuple(results), report)

@@ -1,0 +1,103 @@
+"""The action cache: hits restore outputs without running, misses build and store."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from shipyard._fs import TEMP_PREFIX, remove_stale_temps, sha256_file
+from shipyard.build.cache import ActionCache, CachingBuilder, default_cache_dir
+from shipyard.build.engine import Artifact, BuildContext, Outcome
+from shipyard.build.plan import Action
+from shipyard.stamp import Stamp
+
+
+class Counting:
+    """Writes one output whose bytes depend on the key; counts real builds."""
+
+    kind = "wheel"
+
+    def __init__(self) -> None:
+        self.builds = 0
+        self.salt = "a"
+
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        return f"key-{self.salt}"
+
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        self.builds += 1
+        out = ctx.dist / "wheels" / "x.whl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(f"content {self.salt}")
+        return Outcome(self.key(action, ctx, deps), (Artifact(out, sha256_file(out), 9),))
+
+
+def _setup(tmp_path: Path) -> tuple[BuildContext, Action, ActionCache]:
+    ctx = BuildContext(tmp_path, tmp_path / "dist", Stamp("1", None, False, 0), "3.11", {})
+    action = Action("wheel:x", "wheel", ("x",), tmp_path)
+    return ctx, action, ActionCache(tmp_path / "cache")
+
+
+def test_hit_restores_without_building(tmp_path: Path) -> None:
+    ctx, action, cache = _setup(tmp_path)
+    inner = Counting()
+    builder = CachingBuilder(inner, cache)
+    first = builder.build(action, ctx, ())
+    assert not first.cached and inner.builds == 1
+    (ctx.dist / "wheels" / "x.whl").unlink()
+    second = builder.build(action, ctx, ())
+    assert second.cached and inner.builds == 1
+    assert (ctx.dist / "wheels" / "x.whl").read_text() == "content a"
+    assert second.outputs[0].sha256 == first.outputs[0].sha256
+
+
+def test_changed_input_misses_and_force_rebuilds(tmp_path: Path) -> None:
+    ctx, action, cache = _setup(tmp_path)
+    inner = Counting()
+    CachingBuilder(inner, cache).build(action, ctx, ())
+    inner.salt = "b"
+    assert not CachingBuilder(inner, cache).build(action, ctx, ()).cached
+    assert not CachingBuilder(inner, cache, force=True).build(action, ctx, ()).cached
+    assert inner.builds == 3
+
+
+def test_damaged_entry_is_a_miss_not_an_error(tmp_path: Path) -> None:
+    ctx, action, cache = _setup(tmp_path)
+    inner = Counting()
+    CachingBuilder(inner, cache).build(action, ctx, ())
+    for blob in cache.blobs.iterdir():
+        blob.unlink()
+    assert cache.restore("key-a", tmp_path) is None
+    (cache.actions / "key-a.json").write_text("{not json")
+    assert cache.restore("key-a", tmp_path) is None
+
+
+def test_prune_drops_least_recently_used_first(tmp_path: Path) -> None:
+    cache = ActionCache(tmp_path / "cache")
+    for name in ("old", "new"):
+        out = tmp_path / f"{name}.bin"
+        out.write_bytes(os.urandom(10_000))
+        cache.store(name, (Artifact(out, sha256_file(out), 10_000),), tmp_path)
+        past = time.time() - (100 if name == "old" else 0)
+        os.utime(cache.actions / f"{name}.json", (past, past))
+    result = cache.prune(15_000)
+    assert result.removed_entries == 1
+    assert not (cache.actions / "old.json").exists() and (cache.actions / "new.json").exists()
+    assert len(list(cache.blobs.iterdir())) == 1
+    assert result.kept_bytes <= 15_000
+
+
+def test_cache_dir_precedence(tmp_path: Path) -> None:
+    assert default_cache_dir(str(tmp_path / "a"), {"SHIPYARD_CACHE_DIR": "/b"}) == tmp_path / "a"
+    assert default_cache_dir(None, {"SHIPYARD_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert default_cache_dir(None, {}).name == "shipyard"
+
+
+def test_stale_temporaries_are_swept(tmp_path: Path) -> None:
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / f"{TEMP_PREFIX}x.whl.123").write_text("partial")
+    (tmp_path / f"{TEMP_PREFIX}wheel-abc" / "out").mkdir(parents=True)
+    (tmp_path / "wheels" / "kept.whl").write_text("whole")
+    assert remove_stale_temps(tmp_path) == 2
+    assert [p.name for p in tmp_path.rglob("*")] == ["wheels", "kept.whl"]
