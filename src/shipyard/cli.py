@@ -22,10 +22,15 @@ from shipyard.stamp import read_stamp
 __all__ = ["main", "parser", "run"]
 
 
-def _common() -> argparse.ArgumentParser:
+def _common(default: object = argparse.SUPPRESS) -> argparse.ArgumentParser:
+    # Subcommands default to SUPPRESS so `shipyard -f X check` keeps the top-level -f.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "-f", "--file", type=Path, help="the manifest (default: binaries.yaml here or above)"
+        "-f",
+        "--file",
+        type=Path,
+        default=default,
+        help="the manifest (default: binaries.yaml here or above)",
     )
     return common
 
@@ -54,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="shipyard",
         description="Wheels, zipapps and images from binaries.yaml.",
-        parents=[_common()],
+        parents=[_common(None)],
     )
     top.add_argument("--tool-version", action="version", version=f"shipyard {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")

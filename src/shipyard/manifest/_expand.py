@@ -12,8 +12,11 @@ from shipyard.manifest._yaml import KeyPath, Positions
 __all__ = ["expand"]
 
 # ${NAME} or ${NAME:-default}; "$$" writes a literal "$". The default is literal
-# text: no nested expansion, so no expansion loops are possible.
-_REF = re.compile(r"\$\$|\$\{(?P<name>[^}:]*)(?::-(?P<default>[^}]*))?\}|\$\{")
+# text: no nested expansion, so no expansion loops are possible. Any other
+# closed ${...} is reported as such; a lone "${" as unclosed.
+_REF = re.compile(
+    r"\$\$|\$\{(?P<name>[^}:]*)(?::-(?P<default>[^}]*))?\}|\$\{(?P<other>[^}]*)\}|\$\{"
+)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -35,6 +38,8 @@ def _expand_one(
         if whole == "$$":
             return "$"
         name = match.group("name")
+        if match.group("other") is not None:
+            name = "-"  # closed but not NAME or NAME:-default: reported below
         if name is None:
             problems.append(
                 Problem(where(match.start()), _dotted(path), "unclosed '${'", "write ${NAME}")
@@ -51,9 +56,10 @@ def _expand_one(
             )
             return whole
         value = env.get(name)
-        if value is not None:
-            return value
         default = match.group("default")
+        # As in the shell: ":-" takes the default when the variable is unset or empty.
+        if value is not None and (value or default is None):
+            return value
         if default is not None:
             return default
         problems.append(

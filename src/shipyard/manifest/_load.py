@@ -155,9 +155,19 @@ _FRIENDLY = {
 }
 
 
-def _problem_for(error: Any, positions: Positions, raw: Any) -> Problem:
+def _problem_for(error: Any, positions: Positions) -> Problem:
     loc: KeyPath = tuple(error["loc"])
     kind = error["type"]
+    if loc and loc[-1] == "[key]":
+        # A mapping key broke its pattern (a binary or group name): point at the key.
+        loc = loc[:-1]
+        node = positions.node(loc)
+        return Problem(
+            node.key,
+            _dotted(loc),
+            f"{loc[-1]!r} is not a valid {_what(loc[:-1])}",
+            _pattern_hint(loc[:-1]),
+        )
     node = positions.node(loc)
     if kind == "extra_forbidden":
         key = str(loc[-1])
@@ -170,31 +180,55 @@ def _problem_for(error: Any, positions: Positions, raw: Any) -> Problem:
     if kind == "missing":
         parent = positions.node(loc[:-1])
         return Problem(parent.key, _dotted(loc), f"required key '{loc[-1]}' is missing", "add it")
+    value = error.get("input")
     if kind == "literal_error":
-        value = error.get("input")
         expected = error.get("ctx", {}).get("expected", "")
         choices = [c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",")]
         hint = (did_you_mean(str(value), choices) if isinstance(value, str) else "") or (
             f"expected {expected}"
         )
         return Problem(node.value, _dotted(loc), f"{value!r} is not allowed", hint)
+    if kind == "value_error":
+        reason = str(error.get("ctx", {}).get("error", error["msg"]))
+        return Problem(node.value, _dotted(loc), f"{value!r} is not allowed", reason)
     if kind == "string_pattern_mismatch":
-        value = error.get("input")
+        return Problem(
+            node.value, _dotted(loc), f"{value!r} is not a valid {_what(loc)}", _pattern_hint(loc)
+        )
+    if kind == "too_short":
+        if loc == ("binaries",):
+            return Problem(node.key, "binaries", "no binaries declared", "declare at least one")
         return Problem(
             node.value,
             _dotted(loc),
-            f"{value!r} is not a valid {_what(loc)}",
-            _pattern_hint(loc),
+            "the list is empty",
+            "list at least one value, or leave the key out for the default",
         )
-    if kind == "too_short" and loc == ("binaries",):
-        return Problem(node.key, "binaries", "no binaries declared", "declare at least one")
     message = _FRIENDLY.get(kind, error["msg"])
-    value = error.get("input")
     hint = ""
     if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
-        hint = f'quote it: "{value}"'
+        hint = f'quote it: "{node.text if node.text is not None else value}"'
     where = node.key if isinstance(value, dict | list) and not positions.has(loc) else node.value
     return Problem(where, _dotted(loc), f"{message}, got {type(value).__name__}", hint)
+
+
+def _problems(errors: list[Any], positions: Positions) -> list[Problem]:
+    """Problems for pydantic's errors, leaving out knock-on ones.
+
+    A misspelt required key shows up twice: "unknown key 'sorce'" and "required
+    key 'source' is missing". The first, with its did-you-mean, says it all.
+    """
+    problems = [_problem_for(e, positions) for e in errors]
+    typos = {
+        (p.path.rsplit(".", 1)[0], p.hint.removeprefix("did you mean '").removesuffix("'?"))
+        for p in problems
+        if p.message.startswith("unknown key") and p.hint.startswith("did you mean")
+    }
+    return [
+        p
+        for p in problems
+        if not (p.message.startswith("required key") and tuple(p.path.rsplit(".", 1)) in typos)
+    ]
 
 
 def _what(loc: KeyPath) -> str:
@@ -204,6 +238,10 @@ def _what(loc: KeyPath) -> str:
         return "Python version"
     if "env" in loc:
         return "environment variable name"
+    if loc[:1] == ("groups",):
+        return "group name"
+    if loc[:1] == ("binaries",) and len(loc) == 1:
+        return "binary name"
     return "name"
 
 
@@ -327,7 +365,8 @@ def _resolve_groups(
             else:
                 where = positions.node(("groups", group, i)).value
                 if member in doc.groups or member == group:
-                    cycle = " -> ".join((*trail, group, member))
+                    loop = (*trail, group)
+                    cycle = " -> ".join((*loop[loop.index(member) :], member))
                     problems.append(
                         Problem(
                             where,
@@ -374,9 +413,7 @@ def load_manifest(path: Path, env: Mapping[str, str] | None = None) -> Manifest:
     try:
         doc = ManifestDoc.model_validate(raw)
     except ValidationError as exc:
-        raise ManifestError(
-            [_problem_for(e, positions, raw) for e in exc.errors(include_url=False)]
-        ) from None
+        raise ManifestError(_problems(exc.errors(include_url=False), positions)) from None
     problems: list[Problem] = []
     root = _repository_root(path.parent)
     binaries = {

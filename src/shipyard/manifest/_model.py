@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 __all__ = [
     "HOST_OS",
@@ -76,9 +76,9 @@ class ImageDoc(_Strict):
 class DefaultsDoc(_Strict):
     """Keys merged under every binary; a binary's own keys win."""
 
-    outputs: list[Output] | None = None
-    platforms: list[Platform] | None = None
-    host: list[HostOS] | None = None
+    outputs: list[Output] | None = Field(default=None, min_length=1)
+    platforms: list[Platform] | None = Field(default=None, min_length=1)
+    host: list[HostOS] | None = Field(default=None, min_length=1)
     image: ImageDoc | None = None
     smoke: list[str] | None = None
 
@@ -88,9 +88,13 @@ class BinaryDoc(_Strict):
 
     source: str = Field(description="Directory with the pyproject.toml that builds it")
     entrypoint: EntryPoint = Field(description="module:function that runs the program")
-    outputs: list[Output] | None = Field(None, description="What to build (default: wheel)")
-    platforms: list[Platform] | None = Field(None, description="OCI platforms for zipapps/images")
-    host: list[HostOS] | None = Field(None, description="Host OSes that may build it")
+    outputs: list[Output] | None = Field(
+        default=None, min_length=1, description="What to build (default: wheel)"
+    )
+    platforms: list[Platform] | None = Field(
+        default=None, min_length=1, description="OCI platforms for zipapps/images"
+    )
+    host: list[HostOS] | None = Field(None, min_length=1, description="Host OSes that may build it")
     image: ImageDoc | None = None
     smoke: list[str] | None = Field(None, description="Arguments of a smoke run, e.g. [--version]")
 
@@ -117,6 +121,15 @@ class ManifestDoc(_Strict):
     )
 
     schema_: Literal[1] = Field(alias="schema", description="Manifest format version")
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: object) -> object:
+        # YAML's `true` is Python's True, which equals 1: not a format version.
+        if isinstance(value, bool):
+            raise ValueError("the format version is the number 1, not a boolean")
+        return value
+
     project: ProjectDoc
     defaults: DefaultsDoc = DefaultsDoc()
     groups: dict[Name, list[Name]] = Field(

@@ -31,6 +31,7 @@ class Node:
     key: Location
     value: Location
     plain: bool  # an unquoted, single-line scalar, so column offsets into it are exact
+    text: str | None = None  # a scalar as written, e.g. "3.10" before YAML makes it 3.1
 
 
 class Positions:
@@ -76,7 +77,8 @@ def _decode(file: Path, data: bytes) -> str:
     except UnicodeDecodeError as exc:
         before = data[: exc.start]
         line = before.count(b"\n") + 1
-        column = exc.start - (before.rfind(b"\n") + 1) + 1
+        # Columns count characters everywhere else, so count them here too.
+        column = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
         raise ManifestError(
             [
                 Problem(
@@ -95,33 +97,56 @@ class _Builder:
         self.loader = loader
         self.positions = Positions(file)
         self.count = 0
+        # An alias is the same node object again: build it once and charge its
+        # size on every use, so a "billion laughs" fails after a few thousand steps.
+        self.built: dict[int, tuple[Any, int]] = {}
 
-    def build(self, node: yaml.Node, path: KeyPath, key_mark: yaml.Mark | None) -> Any:
-        self.count += 1
+    def _charge(self, amount: int, node: yaml.Node) -> None:
+        self.count += amount
         if self.count > _MAX_NODES:
             _fail(self.file, node.start_mark, f"more than {_MAX_NODES} values (an alias bomb?)")
+
+    def build(self, node: yaml.Node, path: KeyPath, key_mark: yaml.Mark | None) -> Any:
         if len(path) > _MAX_DEPTH:
             _fail(self.file, node.start_mark, f"nested deeper than {_MAX_DEPTH} levels")
+        seen = self.built.get(id(node))
+        if seen is not None:
+            self._charge(seen[1], node)
+            return seen[0]
+        start = self.count
+        self._charge(1, node)
         plain = isinstance(node, yaml.ScalarNode) and node.style is None
         plain = plain and node.start_mark.line == node.end_mark.line
-        self.positions.add(
-            path,
-            Node(
-                _loc(self.file, key_mark or node.start_mark),
-                _loc(self.file, node.start_mark),
-                plain,
-            ),
-        )
+        text = node.value if isinstance(node, yaml.ScalarNode) else None
+        key_at = _loc(self.file, key_mark or node.start_mark)
+        self.positions.add(path, Node(key_at, _loc(self.file, node.start_mark), plain, text))
+        value: Any
         if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*path, i), None) for i, item in enumerate(node.value)]
-        return self.loader.construct_object(node, deep=True)
+            value = self._mapping(node, path)
+        elif isinstance(node, yaml.SequenceNode):
+            value = [self.build(item, (*path, i), None) for i, item in enumerate(node.value)]
+        else:
+            value = self.loader.construct_object(node, deep=True)
+        self.built[id(node)] = (value, self.count - start)
+        return value
+
+    def _merged(self, node: yaml.Node, path: KeyPath) -> list[dict[str, Any]]:
+        """The mappings a "<<" key merges in, in the order YAML gives them priority."""
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        merged: list[dict[str, Any]] = []
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                _fail(self.file, source.start_mark, "'<<' merges only mappings")
+            merged.append(self.build(source, path, None))
+        return merged
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any]:
-        self.loader.flatten_mapping(node)  # resolves "<<" merge keys
         out: dict[str, Any] = {}
+        inherited: list[dict[str, Any]] = []
         for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                inherited.extend(self._merged(value_node, path))
+                continue
             if not isinstance(key_node, yaml.ScalarNode):
                 _fail(self.file, key_node.start_mark, "a key must be a plain string")
             key = self.loader.construct_object(key_node)
@@ -137,6 +162,11 @@ class _Builder:
                     ".".join(str(p) for p in (*path, key)),
                 )
             out[key] = self.build(value_node, (*path, key), key_node.start_mark)
+        # The mapping's own keys win over merged ones; earlier merge sources win
+        # over later ones (YAML's merge key).
+        for source in inherited:
+            for key, value in source.items():
+                out.setdefault(key, value)
         return out
 
 
