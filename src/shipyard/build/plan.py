@@ -54,6 +54,9 @@ class Action:
     source: Path
     platforms: tuple[str, ...] = ()
     deps: tuple[str, ...] = ()
+    # Other binaries' sources inside this one (say, examples under the repository
+    # root): separate projects, so their files are not this action's inputs.
+    nested: tuple[Path, ...] = ()
 
     def to_json(self, root: Path) -> dict[str, object]:
         """A JSON-ready view with repository-relative paths."""
@@ -109,6 +112,15 @@ def _select(manifest: Manifest, selection: Selection) -> tuple[Binary, ...]:
     return tuple(manifest.binaries[n] for n in dict.fromkeys(names))
 
 
+def _nested(source: Path, manifest: Manifest) -> tuple[Path, ...]:
+    inside = {
+        b.source
+        for b in manifest.binaries.values()
+        if b.source != source and b.source.is_relative_to(source)
+    }
+    return tuple(sorted(inside))
+
+
 def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = None) -> Plan:
     """Expand a selection into the deduplicated action graph.
 
@@ -143,11 +155,21 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
             rel = binary.source.relative_to(manifest.root)
             wheel_id = f"wheel:{rel}"
             wheel_of[binary.source] = wheel_id
-            actions[wheel_id] = Action(wheel_id, "wheel", (binary.name,), binary.source)
+            actions[wheel_id] = Action(
+                wheel_id,
+                "wheel",
+                (binary.name,),
+                binary.source,
+                nested=_nested(binary.source, manifest),
+            )
         else:
             previous = actions[wheel_id]
             actions[wheel_id] = Action(
-                wheel_id, "wheel", (*previous.binaries, binary.name), binary.source
+                wheel_id,
+                "wheel",
+                (*previous.binaries, binary.name),
+                binary.source,
+                nested=previous.nested,
             )
         for kind in ("zipapp", "image"):
             if kind in outputs and platforms:

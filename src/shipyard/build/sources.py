@@ -66,12 +66,17 @@ def source_files(source: Path) -> list[Path]:
     return sorted(files)
 
 
-def tree_hash(source: Path, *extra: str) -> str:
-    """sha256 over the relative names, modes and contents of `source`'s files plus `extra`."""
+def tree_hash(source: Path, *extra: str, exclude: tuple[Path, ...] = ()) -> str:
+    """sha256 over the relative names, modes and contents of `source`'s files plus `extra`.
+
+    Files under any folder in `exclude` are left out.
+    """
     digest = hashlib.sha256()
     for part in extra:
         digest.update(part.encode() + b"\0")
     for path in source_files(source):
+        if any(path.is_relative_to(folder) for folder in exclude):
+            continue
         digest.update(path.relative_to(source).as_posix().encode() + b"\0")
         digest.update(b"x" if os.access(path, os.X_OK) else b"-")
         digest.update(hashlib.sha256(path.read_bytes()).digest())

@@ -83,6 +83,7 @@ class WheelBuilder:
             ctx.stamp.revision or "",
             str(ctx.stamp.dirty),
             "{}.{}".format(*sys.version_info[:2]),
+            exclude=action.nested,
         )
 
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
