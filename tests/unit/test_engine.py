@@ -28,6 +28,9 @@ class Recorder:
         self.lock = threading.Lock()
         self.seen_deps: dict[str, list[str]] = {}
 
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        return f"hash-{action.id}"
+
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         with self.lock:
             self.order.append(action.id)

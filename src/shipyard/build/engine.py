@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from shipyard.build.plan import Action, Plan
+from shipyard.build.proc import terminate_all
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import Stamp
 
@@ -160,7 +161,8 @@ def run_plan(
     failed = False
     workers = jobs or os.cpu_count() or 1
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
         while pending or state.running:
             for action in list(pending):
                 if len(state.running) >= workers:
@@ -200,4 +202,12 @@ def run_plan(
                 state.results[action.id] = result
                 failed = failed or result.status == "failed"
                 on_event(Event(action, result))
+    except BaseException:
+        # Interrupted (or a bug): end the running subprocesses first, so the
+        # workers unwind now and remove their temporaries, instead of the pool
+        # waiting for every running build to finish.
+        terminate_all()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return [state.results[a.id] for a in plan.actions]

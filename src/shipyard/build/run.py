@@ -11,7 +11,7 @@ from shipyard._fs import exclusive, remove_stale_temps
 from shipyard.build.cache import ActionCache, CachingBuilder
 from shipyard.build.engine import BuildContext, Builder, Event, Result, run_plan
 from shipyard.build.plan import Plan
-from shipyard.build.proc import reset, terminate_all
+from shipyard.build.proc import reset
 from shipyard.build.report import write_report
 from shipyard.stamp import Stamp
 
@@ -55,9 +55,8 @@ def execute(
     """Build `plan` into <root>/dist.
 
     Holds dist/.lock for the whole build, so two builds in one checkout take
-    turns; sweeps temporaries a killed build left; on KeyboardInterrupt ends the
-    running subprocesses before re-raising (their temporaries are removed as their
-    builders unwind).
+    turns; sweeps temporaries a killed build left. On KeyboardInterrupt the engine
+    ends the running subprocesses, and their builders remove their temporaries.
     """
     root = plan.manifest.root
     dist = root / "dist"
@@ -71,17 +70,8 @@ def execute(
     with exclusive(dist / ".lock"):
         remove_stale_temps(dist)
         reset()
-        try:
-            results = run_plan(
-                plan,
-                ctx,
-                chosen,
-                jobs=options.jobs,
-                keep_going=options.keep_going,
-                on_event=on_event,
-            )
-        except KeyboardInterrupt:
-            terminate_all()
-            raise
+        results = run_plan(
+            plan, ctx, chosen, jobs=options.jobs, keep_going=options.keep_going, on_event=on_event
+        )
         report = write_report(plan, results, ctx)
     return BuildRun(plan, ctx, tuple(results), report)
