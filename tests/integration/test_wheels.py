@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration._repo import copy_worktree
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,38 +44,8 @@ def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh repository with this working tree's files, as a clean clone would have."""
-    target = tmp_path_factory.mktemp("clone")
-    listed = (
-        subprocess.run(
-            [
-                "git",
-                "-C",
-                str(REPO),
-                "ls-files",
-                "-z",
-                "--cached",
-                "--others",
-                "--exclude-standard",
-            ],
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, listed):
-        source = REPO / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    for args in (
-        ["init", "-q"],
-        ["add", "-A"],
-        ["-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-qm", "x"],
-    ):
-        subprocess.run(["git", "-C", str(target), *args], check=True, capture_output=True)
-    return target
+    """A fresh repository with this working tree's files."""
+    return copy_worktree(tmp_path_factory.mktemp("clone"))
 
 
 def _digests(dist: Path) -> dict[str, str]:
