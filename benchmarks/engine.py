@@ -1,0 +1,120 @@
+"""Engine benchmarks: no-op rebuild, -j2 against -j1, scaling with binaries, planning.
+
+Run by `nox -s bench`; prints medians and ratios with the targets, MISSED where
+a target is not met. Exits non-zero only when something fails to run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from shipyard.build.plan import Selection, make_plan
+from shipyard.manifest import load_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _build(root: Path, *args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "shipyard", "build", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CI": "1"},
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"build failed in {root}: {done.stderr[-2000:]}")
+
+
+def _copy_repo(target: Path) -> Path:
+    sys.path.insert(0, str(REPO))
+    from tests.integration._repo import copy_worktree
+
+    return copy_worktree(target)
+
+
+def _generated(root: Path, count: int) -> Path:
+    """A repository with `count` tiny hatchling binaries."""
+    root.mkdir(parents=True)
+    lines = ["schema: 1", "project: {name: gen, version: '1.0'}", "binaries:"]
+    for i in range(count):
+        src = root / f"b{i}"
+        (src / f"b{i}").mkdir(parents=True)
+        (src / f"b{i}" / "__init__.py").write_text(f"def main() -> int:\n    return {i}\n")
+        (src / "pyproject.toml").write_text(
+            f'[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+            f'[project]\nname = "b{i}"\nversion = "1.0"\n'
+        )
+        lines.append(f"  b{i}: {{source: b{i}, entrypoint: 'b{i}:main'}}")
+    (root / "binaries.yaml").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def _check(name: str, value: float, target: float, unit: str = "x") -> None:
+    verdict = "ok" if value <= target else "MISSED"
+    print(f"  {name:<44} {value:8.3f}{unit}  target <= {target}{unit}  {verdict}")
+
+
+def main() -> None:
+    """Run every engine benchmark and print the figures."""
+    work = Path(tempfile.mkdtemp(prefix="shipyard-bench-"))
+    try:
+        repo = _copy_repo(work / "repo")
+        cache = work / "cache"
+        print(f"engine benchmarks ({RUNS} runs each, medians)")
+        cold = statistics.median(
+            _timed(lambda: _build(repo, "--no-cache", "-j2")) for _ in range(max(1, RUNS // 2))
+        )
+        serial = statistics.median(
+            _timed(lambda: _build(repo, "--no-cache", "-j1")) for _ in range(max(1, RUNS // 2))
+        )
+        _build(repo, f"--cache-dir={cache}")
+        noop = statistics.median(
+            _timed(lambda: _build(repo, f"--cache-dir={cache}")) for _ in range(RUNS)
+        )
+        print(f"  cold build -j2 {cold:.2f}s, -j1 {serial:.2f}s, no-op {noop:.3f}s")
+        _check("no-op rebuild, seconds", noop, 0.5, "s")
+        _check("no-op rebuild / cold build", noop / cold, 0.02)
+        speedup = serial / cold
+        print(
+            f"  {'-j2 speed-up over -j1':<44} {speedup:8.2f}x  target >= 1.5x  "
+            f"{'ok' if speedup >= 1.5 else 'MISSED'}"
+        )
+        per: list[tuple[int, float]] = []
+        for count in (10, 25, 50):
+            gen = _generated(work / f"gen{count}", count)
+            start = time.perf_counter()
+            _build(gen, "--no-cache", "-j2")
+            per.append((count, time.perf_counter() - start))
+        for count, seconds in per:
+            print(f"  {count:>3} binaries cold: {seconds:6.2f}s  ({seconds / count:.3f}s each)")
+        growth = (per[-1][1] / per[-1][0]) / (per[0][1] / per[0][0])
+        _check("per-binary time, 50 vs 10 binaries", growth, 1.3)
+        big = _generated(work / "gen1000", 1000)
+        plan_s = statistics.median(
+            _timed(lambda: make_plan(load_manifest(big / "binaries.yaml"), Selection()))
+            for _ in range(RUNS)
+        )
+        _check("plan a 1,000-binary manifest, seconds", plan_s, 1.0, "s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

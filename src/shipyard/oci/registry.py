@@ -1,0 +1,395 @@
+"""A client for one OCI distribution registry: blobs and manifests, pushed and pulled.
+
+Blobs stream from and to disk: an upload checks for the blob first, tries a
+cross-repository mount when a source repository is known, and goes up in one PUT
+or in PATCH chunks; a failed upload starts again from the beginning. Downloads are
+verified against their digest and land atomically. Manifests are pushed by digest
+first; tags are moved last by the caller. Authentication, TLS, retries and the
+typed errors live in `_transport`. A Registry is safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
+
+import requests
+
+from shipyard.oci._transport import (
+    DEFAULT_CERTS_DIRS,
+    AuthError,
+    CertificateError,
+    NotFound,
+    RegistryError,
+    RegistryStats,
+    Transport,
+    failure_reason,
+    read_capped,
+)
+from shipyard.oci.reference import is_digest, validate_digest, validate_repository, validate_tag
+
+__all__ = [
+    "DEFAULT_CERTS_DIRS",
+    "MANIFEST_MEDIA_TYPES",
+    "MEDIA_DOCKER_LIST",
+    "MEDIA_DOCKER_MANIFEST",
+    "MEDIA_OCI_INDEX",
+    "MEDIA_OCI_MANIFEST",
+    "AuthError",
+    "CertificateError",
+    "NotFound",
+    "Registry",
+    "RegistryError",
+    "RegistryStats",
+]
+
+MEDIA_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+MEDIA_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MEDIA_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+MEDIA_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MANIFEST_MEDIA_TYPES = (
+    MEDIA_OCI_INDEX,
+    MEDIA_OCI_MANIFEST,
+    MEDIA_DOCKER_LIST,
+    MEDIA_DOCKER_MANIFEST,
+)
+_OCTETS = "application/octet-stream"
+_MAX_MANIFEST = 4 << 20  # the size registries are required to accept
+_MAX_PAGES = 1000
+
+
+class _Slice:
+    """`length` bytes of an open file from `offset`, read in blocks by http.client."""
+
+    def __init__(self, handle: IO[bytes], offset: int, length: int, sent: Callable[[int], None]):
+        handle.seek(offset)
+        self._handle, self._left, self._sent = handle, length, sent
+
+    def __len__(self) -> int:
+        return self._left
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data = self._handle.read(size)
+        self._left -= len(data)
+        self._sent(len(data))
+        return data
+
+
+def _with_query(url: str, **params: str) -> str:
+    parts = urlsplit(url)
+    query = "&".join(q for q in (parts.query, urlencode(params)) if q)
+    return urlunsplit(parts._replace(query=query))
+
+
+def _hash(algorithm: str, data: bytes) -> str:
+    return f"{algorithm}:{hashlib.new(algorithm, data).hexdigest()}"
+
+
+def _pull(repo: str) -> str:
+    return f"repository:{repo}:pull"
+
+
+def _push(repo: str) -> str:
+    return f"repository:{repo}:pull,push"
+
+
+class Registry(Transport):
+    """A client for the OCI registry at `host` (`host[:port]`, optionally `http(s)://`).
+
+    Options (all keywords): `credentials` (default: looked up on the first 401),
+    `insecure`, `ca_file`, `certs_dirs`, `timeout` (connect, read), `retry`
+    (`RetryPolicy`), `chunk_size` and `chunk_threshold` for uploads, `environ`,
+    `session` and `on_request(method, path, status)`. `stats` counts requests
+    and bytes, so a caller can show that a second push uploaded nothing.
+    """
+
+    def ping(self) -> None:
+        """Check that the registry speaks the v2 API and, if it asks, that we can log in."""
+        url = self._url("/v2/")
+        with self._send("ping", lambda: self._authorized("GET", url, "ping", ())) as resp:
+            if resp.status_code != 200:
+                raise self._error("ping", resp)
+
+    def blob_exists(self, repo: str, digest: str) -> bool:
+        """True if `repo` has the blob `digest` (HEAD)."""
+        validate_repository(repo)
+        validate_digest(digest)
+        op = f"check blob {digest} in {repo}"
+        url = self._url(f"/v2/{repo}/blobs/{digest}")
+        with self._send(op, lambda: self._authorized("HEAD", url, op, [_pull(repo)])) as resp:
+            if resp.status_code in (200, 404):
+                return resp.status_code == 200
+            raise self._error(op, resp)
+
+    def push_blob(
+        self,
+        repo: str,
+        digest: str,
+        size: int,
+        path: Path,
+        *,
+        mount_from: str | None = None,
+        chunk_size: int | None = None,
+    ) -> bool:
+        """Make `repo` hold the blob in `path`; return whether any bytes were uploaded.
+
+        Skips a blob the repository has, mounts it from `mount_from` when the registry
+        can, else uploads it in one PUT, or in PATCH chunks of `chunk_size` (default
+        for blobs over the chunk threshold). A failed upload restarts from the start.
+        """
+        validate_repository(repo)
+        validate_digest(digest)
+        if mount_from is not None:
+            validate_repository(mount_from)
+        op = f"push blob {digest} to {repo}"
+        actual = path.stat().st_size
+        if actual != size:
+            raise RegistryError(self.host, op, f"{path} has {actual} bytes, expected {size}")
+        if self.blob_exists(repo, digest):
+            self._count(blobs_skipped=1)
+            return False
+        if chunk_size is None and size > self._chunk_threshold:
+            chunk_size = self._chunk_size
+        backoff = self._retry.start()
+        while True:
+            try:
+                location = self._start_upload(repo, digest, mount_from, op)
+                if location is None:
+                    return False
+                self._upload(location, repo, digest, size, path, chunk_size, op)
+            except RegistryError as exc:
+                if not exc.transient or not backoff.wait(exc.retry_after):
+                    raise
+                self._count(retries=1)
+                if self.blob_exists(repo, digest):  # the failed attempt did finish
+                    return True
+                continue
+            self._count(blobs_uploaded=1)
+            return True
+
+    def pull_blob(self, repo: str, digest: str, dest: Path, *, size: int | None = None) -> int:
+        """Download a blob to `dest` atomically, verifying its digest; return its size."""
+        validate_repository(repo)
+        validate_digest(digest)
+        op = f"pull blob {digest} from {repo}"
+        backoff = self._retry.start()
+        while True:
+            try:
+                return self._download(repo, digest, dest, size, op)
+            except RegistryError as exc:
+                if not exc.transient or not backoff.wait(exc.retry_after):
+                    raise
+                self._count(retries=1)
+
+    def get_manifest(
+        self, repo: str, reference: str, accept: Sequence[str] = MANIFEST_MEDIA_TYPES
+    ) -> tuple[bytes, str, str]:
+        """Fetch a manifest or index by tag or digest: (bytes, media type, digest)."""
+        op = f"get manifest {self._ref(repo, reference)}"
+        url = self._url(f"/v2/{repo}/manifests/{reference}")
+        headers = {"Accept": ", ".join(accept)}
+        attempt = functools.partial(self._authorized, "GET", url, op, [_pull(repo)], headers)
+        with self._send(op, lambda: attempt(stream=True)) as resp:
+            if resp.status_code != 200:
+                raise self._error(op, resp)
+            data, whole = read_capped(resp, _MAX_MANIFEST)
+            if not whole:
+                raise RegistryError(self.host, op, f"manifest is larger than {_MAX_MANIFEST} bytes")
+            media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+            header = resp.headers.get("Docker-Content-Digest")
+        if media_type in ("", "application/json", _OCTETS):
+            with contextlib.suppress(ValueError, AttributeError):
+                media_type = str(json.loads(data).get("mediaType", media_type))
+        return data, media_type, self._check_digest(op, data, reference, header)
+
+    def manifest_exists(self, repo: str, reference: str) -> str | None:
+        """The digest of the manifest `reference` (tag or digest) in `repo`, or None (HEAD)."""
+        op = f"check manifest {self._ref(repo, reference)}"
+        url = self._url(f"/v2/{repo}/manifests/{reference}")
+        headers = {"Accept": ", ".join(MANIFEST_MEDIA_TYPES)}
+        with self._send(
+            op, lambda: self._authorized("HEAD", url, op, [_pull(repo)], headers)
+        ) as resp:
+            if resp.status_code == 404:
+                return None
+            if resp.status_code != 200:
+                raise self._error(op, resp)
+            header = resp.headers.get("Docker-Content-Digest")
+        if header and is_digest(header):
+            return header
+        return self.get_manifest(repo, reference)[2]
+
+    def put_manifest(self, repo: str, reference: str, data: bytes, media_type: str) -> str:
+        """Upload a manifest or index under a digest or tag and return its digest.
+
+        Push by digest first; a tag is only a put_manifest with a tag reference, and
+        callers move tags last, once everything they point to is in place.
+        """
+        op = f"put manifest {self._ref(repo, reference)}"
+        digest = _hash(reference.partition(":")[0] if is_digest(reference) else "sha256", data)
+        if is_digest(reference) and digest != reference:
+            raise RegistryError(self.host, op, f"the manifest bytes have digest {digest}")
+        url = self._url(f"/v2/{repo}/manifests/{reference}")
+        headers = {"Content-Type": media_type}
+        attempt = functools.partial(
+            self._authorized, "PUT", url, op, [_push(repo)], headers, lambda: data
+        )
+        with self._send(op, attempt) as resp:
+            if resp.status_code not in (200, 201, 202):
+                raise self._error(op, resp)
+            header = resp.headers.get("Docker-Content-Digest")
+        if header and header.partition(":")[0] == digest.partition(":")[0] and header != digest:
+            raise RegistryError(self.host, op, f"the registry stored {header}, not {digest}")
+        return digest
+
+    def tags(self, repo: str) -> list[str]:
+        """Every tag of `repo`, following the registry's pagination."""
+        validate_repository(repo)
+        op = f"list tags of {repo}"
+        url: str | None = self._url(f"/v2/{repo}/tags/list")
+        found: list[str] = []
+        for _ in range(_MAX_PAGES):
+            if url is None:
+                break
+            page = url
+            attempt = functools.partial(self._authorized, "GET", page, op, [_pull(repo)])
+            with self._send(op, attempt) as resp:
+                if resp.status_code != 200:
+                    raise self._error(op, resp)
+                try:
+                    found.extend(str(t) for t in resp.json().get("tags") or [])
+                except (ValueError, AttributeError, TypeError):
+                    raise RegistryError(self.host, op, "the tag list is not JSON") from None
+                link = resp.links.get("next", {}).get("url")
+            url = urljoin(page, link) if link else None
+        return found
+
+    # -- blobs ----------------------------------------------------------------------------
+
+    def _start_upload(self, repo: str, digest: str, mount_from: str | None, op: str) -> str | None:
+        """POST an upload (or a mount); the upload URL, or None when the blob was mounted."""
+        url = self._url(f"/v2/{repo}/blobs/uploads/")
+        scopes = [_push(repo)]
+        if mount_from is not None:
+            url = _with_query(url, mount=digest, **{"from": mount_from})
+            scopes.append(_pull(mount_from))
+        with self._send(op, lambda: self._authorized("POST", url, op, scopes)) as resp:
+            location = resp.headers.get("Location")
+            if resp.status_code == 201 and mount_from is not None:
+                self._count(blobs_mounted=1)
+                return None
+            if resp.status_code != 202 or not location:
+                raise self._error(op, resp)
+        return urljoin(url, location)
+
+    def _upload(
+        self,
+        location: str,
+        repo: str,
+        digest: str,
+        size: int,
+        path: Path,
+        chunk_size: int | None,
+        op: str,
+    ) -> None:
+        scopes = [_push(repo)]
+        sent = functools.partial(self._count, "bytes_uploaded")
+        with path.open("rb") as handle:
+            if chunk_size is None:  # monolithic: one PUT with the whole blob
+                body = functools.partial(_Slice, handle, 0, size, sent)
+                headers = {"Content-Type": _OCTETS}
+                url = _with_query(location, digest=digest)
+                self._expect(op, 201, "PUT", url, scopes, headers, body)
+                return
+            offset = 0
+            while offset < size:
+                length = min(chunk_size, size - offset)
+                end = offset + length - 1
+                body = functools.partial(_Slice, handle, offset, length, sent)
+                headers = {"Content-Type": _OCTETS, "Content-Range": f"{offset}-{end}"}
+                resp = self._expect(op, 202, "PATCH", location, scopes, headers, body)
+                stored = resp.headers.get("Range", f"0-{end}").rpartition("-")[2]
+                if not resp.headers.get("Location") or stored != str(end):
+                    raise RegistryError(self.host, op, f"chunk {offset}-{end} was not stored whole")
+                location = urljoin(location, resp.headers["Location"])
+                offset += length
+        self._expect(op, 201, "PUT", _with_query(location, digest=digest), scopes)
+
+    def _expect(
+        self,
+        op: str,
+        status: int,
+        method: str,
+        url: str,
+        scopes: Sequence[str],
+        headers: Mapping[str, str] | None = None,
+        body: Callable[[], Any] | None = None,
+    ) -> requests.Response:
+        """One request of an upload session (never retried alone), which must answer `status`."""
+        attempt = functools.partial(self._authorized, method, url, op, scopes, headers, body)
+        with self._send(op, attempt, retry=False) as resp:
+            if resp.status_code != status:
+                raise self._error(op, resp)
+        return resp
+
+    def _download(self, repo: str, digest: str, dest: Path, size: int | None, op: str) -> int:
+        url = self._url(f"/v2/{repo}/blobs/{digest}")
+        algorithm, _, expected = digest.partition(":")
+        with self._send(
+            op, lambda: self._authorized("GET", url, op, [_pull(repo)], stream=True)
+        ) as resp:
+            if resp.status_code != 200:
+                raise self._error(op, resp)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+            try:
+                hasher, total = hashlib.new(algorithm), 0
+                with os.fdopen(fd, "wb") as out:
+                    try:
+                        for chunk in resp.iter_content(1 << 20):
+                            hasher.update(chunk)
+                            out.write(chunk)
+                            total += len(chunk)
+                            self._count(bytes_downloaded=len(chunk))
+                    except requests.RequestException as exc:
+                        detail = f"the download broke off ({failure_reason(exc)})"
+                        raise RegistryError(self.host, op, detail, transient=True) from exc
+                    out.flush()
+                    os.fsync(out.fileno())
+                if hasher.hexdigest() != expected or (size is not None and total != size):
+                    got = f"{algorithm}:{hasher.hexdigest()}, {total} bytes"
+                    raise RegistryError(self.host, op, f"the registry sent content with {got}")
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, dest)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return total
+
+    def _check_digest(self, op: str, data: bytes, reference: str, header: str | None) -> str:
+        """The manifest's digest, checked against a digest reference and the registry's header."""
+        computed = _hash("sha256", data)
+        if is_digest(reference):
+            if _hash(reference.partition(":")[0], data) != reference:
+                raise RegistryError(self.host, op, f"the registry sent a manifest with {computed}")
+            return reference
+        if header and header.startswith("sha256:") and header != computed:
+            raise RegistryError(self.host, op, f"Docker-Content-Digest {header} != {computed}")
+        return computed
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _ref(self, repo: str, reference: str) -> str:
+        validate_repository(repo)
+        if is_digest(reference):
+            return f"{repo}@{reference}"
+        return f"{repo}:{validate_tag(reference, text=f'{repo}:{reference}')}"

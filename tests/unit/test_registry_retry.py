@@ -1,0 +1,68 @@
+"""The retry policy: which faults are transient, how long to wait, when to give up."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from shipyard.oci._retry import TRANSIENT_STATUS, RetryPolicy, parse_retry_after
+
+
+def test_transient_statuses_are_exactly_the_retryable_ones() -> None:
+    assert frozenset({429, 500, 502, 503, 504}) == TRANSIENT_STATUS
+    for status in (400, 401, 403, 404, 405, 409, 413, 416, 501):
+        assert status not in TRANSIENT_STATUS
+
+
+def test_parse_retry_after() -> None:
+    now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("7") == 7.0
+    assert parse_retry_after(" 0 ") == 0.0
+    assert parse_retry_after("Mon, 01 Jan 2024 12:00:30 GMT", now=now) == 30.0
+    assert parse_retry_after("Mon, 01 Jan 2024 11:00:00 GMT", now=now) == 0.0
+    for junk in (None, "", "soon", "-5", "1.5e3"):
+        assert parse_retry_after(junk, now=now) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_delay_is_exponential_with_equal_jitter_and_capped(seed: int) -> None:
+    policy = RetryPolicy(base_delay=0.5, max_delay=4.0, rng=random.Random(seed))
+    for retry, ceiling in ((1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (5, 4.0), (9, 4.0)):
+        delay = policy.delay(retry)
+        assert ceiling / 2 <= delay <= ceiling
+    assert policy.delay(1, retry_after=9.0) == 9.0
+
+
+def test_backoff_stops_after_the_attempts() -> None:
+    slept: list[float] = []
+    policy = RetryPolicy(attempts=4, sleep=slept.append, rng=random.Random(1))
+    backoff = policy.start()
+    assert [backoff.wait() for _ in range(5)] == [True, True, True, False, False]
+    assert len(slept) == 3
+    assert backoff.attempt == 4
+
+
+def test_backoff_stops_at_the_deadline() -> None:
+    clock = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    policy = RetryPolicy(
+        attempts=100,
+        base_delay=1.0,
+        max_delay=8.0,
+        deadline=20.0,
+        sleep=sleep,
+        clock=lambda: clock[0],
+    )
+    backoff = policy.start()
+    while backoff.wait():
+        pass
+    assert sum(slept) <= 20.0
+    assert len(slept) < 10
+    assert not policy.start().wait(retry_after=21.0), "a Retry-After past the deadline gives up"
