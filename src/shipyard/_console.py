@@ -6,13 +6,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import TextIO
-
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import TYPE_CHECKING, TextIO
 
 from shipyard.build.engine import Event, Result
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 __all__ = ["Display", "interactive"]
 
@@ -28,11 +27,15 @@ class Display:
     def __init__(self, stream: TextIO = sys.stderr, total: int = 0) -> None:
         self.stream = stream
         self.live = interactive(stream)
-        self.console = Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")) or None)
         self.progress: Progress | None = None
         self.tasks: dict[str, TaskID] = {}
         self.overall: TaskID | None = None
         if self.live:
+            # rich is imported only for a terminal: CI logs and no-op builds skip its cost.
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.console = Console(file=stream, no_color=bool(os.environ.get("NO_COLOR")) or None)
             self.progress = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
@@ -86,6 +89,8 @@ class Display:
         """A table of every action and its outcome."""
         self.close()
         if self.live:
+            from rich.table import Table
+
             table = Table(title="shipyard build")
             for column in ("action", "status", "time", "output"):
                 table.add_column(column)

@@ -87,11 +87,13 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _manifest(args: argparse.Namespace) -> Manifest:
+def _manifest(args: argparse.Namespace, *, cached: bool = False) -> Manifest:
     path = args.file if args.file else find_manifest(Path.cwd())
     if not path.exists():
         raise UsageError(f"-f {path}: no such file; pass the path of binaries.yaml")
-    return load_manifest(path)
+    use_cache = cached and not getattr(args, "no_cache", False)
+    cache_dir = default_cache_dir(getattr(args, "cache_dir", None), os.environ)
+    return load_manifest(path, cache_dir=cache_dir if use_cache else None)
 
 
 def _plan(args: argparse.Namespace, manifest: Manifest) -> Plan:
@@ -118,7 +120,7 @@ def _print_plan(plan: Plan, as_json: bool) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    manifest = _manifest(args)
+    manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
     if args.dry_run:
         _print_plan(plan, args.json)

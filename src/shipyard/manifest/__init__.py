@@ -1,17 +1,20 @@
 """The manifest, binaries.yaml: its model, loader and JSON Schema."""
 
-from shipyard.manifest._load import (
+from typing import Any
+
+from shipyard.manifest._load import load_manifest
+from shipyard.manifest._types import (
+    HOST_OS,
     MANIFEST_NAME,
+    OUTPUT_KINDS,
+    PLATFORMS,
     Binary,
     Image,
     Manifest,
     Project,
     did_you_mean,
     find_manifest,
-    load_manifest,
 )
-from shipyard.manifest._model import HOST_OS, OUTPUT_KINDS, PLATFORMS
-from shipyard.manifest._schema import json_schema
 
 __all__ = [
     "HOST_OS",
@@ -27,3 +30,10 @@ __all__ = [
     "json_schema",
     "load_manifest",
 ]
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of binaries.yaml, for editors and CI validators."""
+    from shipyard.manifest._schema import json_schema as generate
+
+    return generate()

@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS
+
 __all__ = [
     "HOST_OS",
     "OUTPUT_KINDS",
@@ -16,20 +18,6 @@ __all__ = [
     "ManifestDoc",
     "ProjectDoc",
 ]
-
-OUTPUT_KINDS = ("wheel", "zipapp", "image")
-HOST_OS = ("linux", "darwin", "windows")
-# The OCI platforms Python wheels are published for; a typo here is better caught
-# than turned into an empty resolution later.
-PLATFORMS = (
-    "linux/amd64",
-    "linux/arm64",
-    "linux/arm/v7",
-    "linux/386",
-    "linux/ppc64le",
-    "linux/s390x",
-    "linux/riscv64",
-)
 
 # Names become file names, image repositories and PEP 508 names, so they use the
 # intersection of those grammars: lower case, digits, and . _ - inside.

@@ -1,0 +1,184 @@
+"""The validated manifest as plain frozen values, and the names it may use.
+
+Nothing here imports pydantic: a build whose manifest is unchanged never needs it
+(see _load.py), which keeps a no-op build fast.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shipyard.errors import UsageError
+
+__all__ = [
+    "ALL_GROUP",
+    "HOST_OS",
+    "MANIFEST_NAME",
+    "OUTPUT_KINDS",
+    "PLATFORMS",
+    "Binary",
+    "Image",
+    "Manifest",
+    "Project",
+    "did_you_mean",
+    "find_manifest",
+    "manifest_from_json",
+    "manifest_to_json",
+]
+
+OUTPUT_KINDS = ("wheel", "zipapp", "image")
+HOST_OS = ("linux", "darwin", "windows")
+# The OCI platforms Python wheels are published for; a typo here is better caught
+# than turned into an empty resolution later.
+PLATFORMS = (
+    "linux/amd64",
+    "linux/arm64",
+    "linux/arm/v7",
+    "linux/386",
+    "linux/ppc64le",
+    "linux/s390x",
+    "linux/riscv64",
+)
+MANIFEST_NAME = "binaries.yaml"
+ALL_GROUP = "all"
+_DEFAULT_OUTPUTS = ("wheel",)
+_DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
+_DEFAULT_HOSTS = ("linux", "darwin", "windows")
+
+
+@dataclass(frozen=True)
+class Image:
+    """A binary's image settings after defaults are merged in."""
+
+    base: str | None = None
+    hubs: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    user: str | None = None
+    workdir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    dockerfile: str | None = None
+
+
+@dataclass(frozen=True)
+class Binary:
+    """One program to ship, with every default applied and paths resolved."""
+
+    name: str
+    source: Path
+    entrypoint: str
+    outputs: tuple[str, ...]
+    platforms: tuple[str, ...]
+    host: tuple[str, ...]
+    image: Image
+    smoke: tuple[str, ...]
+
+    @property
+    def module(self) -> str:
+        """The module part of the entry point."""
+        return self.entrypoint.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class Project:
+    """The repository-wide settings."""
+
+    name: str
+    version: str
+    python: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A validated binaries.yaml; groups are resolved to binary names, `all` included."""
+
+    path: Path
+    root: Path
+    project: Project
+    binaries: Mapping[str, Binary]
+    groups: Mapping[str, tuple[str, ...]]
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    """A ' did you mean ...?' suffix for the closest choice, or ''."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def find_manifest(start: Path) -> Path:
+    """binaries.yaml in `start` or its nearest parent, as nox and invoke find theirs."""
+    for folder in (start, *start.parents):
+        candidate = folder / MANIFEST_NAME
+        if candidate.is_file():
+            return candidate
+    raise UsageError(
+        f"no {MANIFEST_NAME} in {start} or any parent folder; "
+        "create one (see README 'The manifest') or pass -f PATH"
+    )
+
+
+def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
+    """A JSON-ready form of a validated manifest (for the manifest cache)."""
+    return {
+        "path": str(manifest.path),
+        "root": str(manifest.root),
+        "project": vars(manifest.project),
+        "groups": {k: list(v) for k, v in manifest.groups.items()},
+        "binaries": {
+            name: {
+                "source": str(b.source),
+                "entrypoint": b.entrypoint,
+                "outputs": list(b.outputs),
+                "platforms": list(b.platforms),
+                "host": list(b.host),
+                "smoke": list(b.smoke),
+                "image": {
+                    **{k: getattr(b.image, k) for k in ("base", "user", "workdir", "dockerfile")},
+                    "hubs": list(b.image.hubs),
+                    "tags": list(b.image.tags),
+                    "env": dict(b.image.env),
+                    "labels": dict(b.image.labels),
+                },
+            }
+            for name, b in manifest.binaries.items()
+        },
+    }
+
+
+def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
+    """The inverse of manifest_to_json."""
+    binaries = {}
+    for name, b in data["binaries"].items():
+        image = b["image"]
+        binaries[name] = Binary(
+            name=name,
+            source=Path(b["source"]),
+            entrypoint=b["entrypoint"],
+            outputs=tuple(b["outputs"]),
+            platforms=tuple(b["platforms"]),
+            host=tuple(b["host"]),
+            smoke=tuple(b["smoke"]),
+            image=Image(
+                base=image["base"],
+                hubs=tuple(image["hubs"]),
+                tags=tuple(image["tags"]),
+                user=image["user"],
+                workdir=image["workdir"],
+                dockerfile=image["dockerfile"],
+                env=types.MappingProxyType(dict(image["env"])),
+                labels=types.MappingProxyType(dict(image["labels"])),
+            ),
+        )
+    return Manifest(
+        path=Path(data["path"]),
+        root=Path(data["root"]),
+        project=Project(**data["project"]),
+        binaries=types.MappingProxyType(binaries),
+        groups=types.MappingProxyType({k: tuple(v) for k, v in data["groups"].items()}),
+    )
