@@ -14,6 +14,7 @@ from shipyard import __version__
 from shipyard._console import Display
 from shipyard.build import BUILDERS, Plan, Selection, make_plan, report_json, split_flag
 from shipyard.build.cache import ActionCache, default_cache_dir
+from shipyard.build.plan import shard
 from shipyard.build.run import BuildOptions, execute
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Manifest, find_manifest, json_schema, load_manifest
@@ -76,12 +77,32 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
     build.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     build.add_argument("--force", action="store_true", help="ignore cache hits; rebuild all")
+    build.add_argument(
+        "--cache", dest="remote", metavar="oci://HOST/REPO", help="also share a registry cache"
+    )
+    build.add_argument("--shard", metavar="I/N", help="build only slice I of N of the actions")
     cache = sub.add_parser("cache", help="inspect or prune the action cache")
     cache.add_argument("action", choices=["prune", "info"])
     cache.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
     cache.add_argument(
         "--max-size", default="2G", help="prune down to this size (bytes, or K/M/G; default 2G)"
     )
+    push = sub.add_parser(
+        "push", parents=[_common(), _selection()], help="push built images to every hub"
+    )
+    push.add_argument("--tag", action="append", help="tags to push (default: image.tags)")
+    release = sub.add_parser(
+        "release",
+        parents=[_common(), _selection()],
+        help="preflight, build, validate, stage, publish, verify",
+    )
+    release.add_argument("-j", "--jobs", type=int, default=None, help="parallel build actions")
+    release.add_argument("--snapshot", action="store_true", help="build and stage; publish nothing")
+    release.add_argument("--dry-run", action="store_true", help="print every publish step only")
+    release.add_argument("--allow-dirty", action="store_true", help="release a modified tree")
+    release.add_argument("--clean", action="store_true", help="replace dist/release/<version>")
+    release.add_argument("--index-url", help="package index upload URL ($SHIPYARD_INDEX_URL)")
+    release.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
     return top
@@ -133,7 +154,17 @@ def _build(args: argparse.Namespace) -> int:
         keep_going=args.keep_going,
         cache_dir=None if args.no_cache else default_cache_dir(args.cache_dir, os.environ),
         force=args.force,
+        remote=args.remote,
     )
+    if args.remote:
+        from shipyard.build.remote import parse_cache_url
+
+        parse_cache_url(args.remote)  # bad input fails before anything runs
+    if args.shard:
+        index, _, count = args.shard.partition("/")
+        if not (index.isdigit() and count.isdigit()):
+            raise UsageError(f"--shard={args.shard}: write I/N, e.g. --shard=1/2")
+        plan = shard(plan, int(index), int(count))
     display = Display(total=len(plan.actions))
     for skip in plan.skips:
         print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
@@ -173,6 +204,67 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _push(args: argparse.Namespace) -> int:
+    from shipyard.oci.push import Publisher
+
+    manifest = _manifest(args, cached=True)
+    plan = _plan(args, manifest)
+    publisher = Publisher(on_step=lambda line: print(line, file=sys.stderr))
+    pushed = 0
+    for binary in plan.binaries:
+        if "image" not in binary.outputs:
+            continue
+        layout = manifest.root / "dist" / "images" / binary.name
+        if not (layout / "index.json").is_file():
+            raise UsageError(
+                f"{binary.name}: no image in {layout}; run `shipyard build "
+                f"--binary={binary.name} --output=image` first"
+            )
+        tags = split_flag(args.tag) or binary.image.tags
+        for result in publisher.push(binary.name, layout, binary.image.hubs, tags):
+            print(f"{result.name}@{result.digest} tags: {', '.join(result.tags)}")
+            pushed += 1
+    if not pushed:
+        raise UsageError("nothing to push: no selected binary has an image output")
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from shipyard.release import ReleaseOptions, index_from_env, prepare_release, release
+
+    path = args.file if args.file else find_manifest(Path.cwd())
+    options = ReleaseOptions(
+        version=args.release_version,
+        snapshot=args.snapshot,
+        dry_run=args.dry_run,
+        allow_dirty=args.allow_dirty,
+        clean=args.clean,
+        jobs=args.jobs,
+        cache_dir=default_cache_dir(args.cache_dir, os.environ),
+    )
+    selection = Selection(
+        targets=split_flag(args.target),
+        binaries=split_flag(args.binary),
+        outputs=split_flag(args.output),
+        platforms=split_flag(args.platform),
+    )
+    ctx = prepare_release(
+        path,
+        options,
+        selection=selection,
+        index=index_from_env(os.environ, args.index_url),
+        on_step=lambda line: print(line, file=sys.stderr),
+    )
+    release(
+        ctx,
+        on_result=lambda r: print(
+            f"{r.name:<10} {r.status:<8} {r.duration:6.1f}s {r.reason}", file=sys.stderr
+        ),
+    )
+    print(ctx.release_dir)
+    return 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         print(json.dumps(json_schema(), indent=2))
@@ -187,6 +279,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "cache":
         return _cache(args)
+    if args.command == "push":
+        return _push(args)
+    if args.command == "release":
+        return _release(args)
     if args.command == "clean":
         root = _manifest(args).root
         shutil.rmtree(root / "dist", ignore_errors=True)

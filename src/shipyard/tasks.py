@@ -13,7 +13,7 @@ from invoke.tasks import task
 
 from shipyard.cli import main
 
-__all__ = ["build", "check", "clean", "ns", "plan"]
+__all__ = ["build", "check", "clean", "ns", "plan", "push", "release"]
 
 _SELECTION = {
     "target": "group from binaries.yaml (repeatable, a,b ok; default: all)",
@@ -23,6 +23,10 @@ _SELECTION = {
     "file": "the manifest (default: binaries.yaml here or above)",
     "json": "print JSON for machines",
 }
+
+
+def _pick(*names: str) -> dict[str, str]:
+    return {name: _SELECTION[name] for name in names}
 
 
 def _run(argv: list[str]) -> None:
@@ -116,4 +120,58 @@ def clean(c: Context, file: str = "") -> None:
     _run(["clean", *_file_args(file)])
 
 
-ns = Collection(build, plan, check, clean)
+@task(
+    iterable=["target", "binary", "tag"],
+    help={**_pick("target", "binary", "file"), "tag": "tags (default: image.tags)"},
+)
+def push(
+    c: Context,
+    target: list[str] | None = None,
+    binary: list[str] | None = None,
+    tag: list[str] | None = None,
+    file: str = "",
+) -> None:
+    """Push built images to every hub of their binaries."""
+    args = ["push", *_file_args(file), *_selection_args(target or [], binary or [], [], [])]
+    _run(args + [f"--tag={t}" for t in tag or []])
+
+
+@task(
+    iterable=["target", "binary"],
+    help={
+        **_pick("target", "binary", "file"),
+        "version": "PEP 440 version to release (default: $VERSION, then git describe)",
+        "snapshot": "build and stage a dev version; publish nothing",
+        "dry_run": "print every publish step; publish nothing",
+        "allow_dirty": "release a tree with uncommitted changes",
+        "clean": "replace an existing dist/release/<version>",
+        "index_url": "package index upload URL (default: $SHIPYARD_INDEX_URL)",
+    },
+)
+def release(
+    c: Context,
+    version: str = "",
+    target: list[str] | None = None,
+    binary: list[str] | None = None,
+    snapshot: bool = False,
+    dry_run: bool = False,
+    allow_dirty: bool = False,
+    clean: bool = False,
+    index_url: str = "",
+    file: str = "",
+) -> None:
+    """Preflight, build, validate, stage, publish and verify a release."""
+    args = ["release", *_file_args(file), *_selection_args(target or [], binary or [], [], [])]
+    args += [f"--version={version}"] if version else []
+    for flag, on in (
+        ("--snapshot", snapshot),
+        ("--dry-run", dry_run),
+        ("--allow-dirty", allow_dirty),
+        ("--clean", clean),
+    ):
+        args += [flag] if on else []
+    args += [f"--index-url={index_url}"] if index_url else []
+    _run(args)
+
+
+ns = Collection(build, plan, check, clean, push, release)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.plan import Selection, make_plan, split_flag
+from shipyard.build.plan import Selection, make_plan, shard, split_flag
 from shipyard.errors import UsageError
 from shipyard.manifest import Manifest, load_manifest
 
@@ -114,3 +114,16 @@ def test_plan_json_is_relative(manifest: Manifest) -> None:
             "deps": ["wheel:shared"],
         },
     ]
+
+
+def test_shards_cover_every_action_deterministically(manifest: Manifest) -> None:
+    plan = make_plan(manifest, Selection(), "linux")
+    slices = [shard(plan, i, 3) for i in (1, 2, 3)]
+    covered = {a.id for s in slices for a in s.actions}
+    assert covered == {a.id for a in plan.actions}
+    assert [a.id for a in shard(plan, 2, 3).actions] == [a.id for a in slices[1].actions]
+    for piece in slices:  # a shard carries the dependencies of what it builds
+        ids = {a.id for a in piece.actions}
+        assert all(set(a.deps) <= ids for a in piece.actions)
+    with pytest.raises(UsageError, match="1 <= I <= N"):
+        shard(plan, 0, 2)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from platformdirs import user_cache_dir
 
@@ -22,7 +23,7 @@ from shipyard._fs import atomic_write, publish_file, sha256_file
 from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
 from shipyard.build.plan import Action
 
-__all__ = ["ActionCache", "CachingBuilder", "PruneResult", "default_cache_dir"]
+__all__ = ["ActionCache", "CachingBuilder", "OutputCache", "PruneResult", "default_cache_dir"]
 
 
 def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
@@ -115,10 +116,22 @@ class ActionCache:
         return PruneResult(removed, removed_bytes, self.size() if self.root.exists() else 0)
 
 
+class OutputCache(Protocol):
+    """What CachingBuilder needs of a cache."""
+
+    def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
+        """Put a hit's outputs in place under `repo`; None on a miss."""
+        ...
+
+    def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
+        """Record the outputs of the action `key`."""
+        ...
+
+
 class CachingBuilder:
     """Wraps a builder: a key already in the cache restores outputs and runs nothing."""
 
-    def __init__(self, inner: Builder, cache: ActionCache, *, force: bool = False) -> None:
+    def __init__(self, inner: Builder, cache: OutputCache, *, force: bool = False) -> None:
         self.inner = inner
         self.kind = inner.kind
         self.cache = cache

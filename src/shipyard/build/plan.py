@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from pathlib import Path
 from shipyard.errors import UsageError
 from shipyard.manifest import OUTPUT_KINDS, PLATFORMS, Binary, Manifest, did_you_mean
 
-__all__ = ["Action", "Plan", "Selection", "Skip", "host_os", "make_plan", "split_flag"]
+__all__ = ["Action", "Plan", "Selection", "Skip", "host_os", "make_plan", "shard", "split_flag"]
 
 
 def host_os() -> str:
@@ -181,3 +182,29 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
             del actions[wheel_id]
     ordered = sorted(actions.values(), key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id))
     return Plan(manifest, tuple(chosen), tuple(ordered), tuple(skips))
+
+
+def shard(plan: Plan, index: int, count: int) -> Plan:
+    """Shard `index` of `count` (1-based): a deterministic slice of the actions.
+
+    An action belongs to the shard its id hashes to; a shard also runs the
+    dependencies of its actions (from the shared cache when another shard built
+    them first). Every action is in at least one shard.
+    """
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard={index}/{count}: write I/N with 1 <= I <= N")
+    by_id = {a.id: a for a in plan.actions}
+
+    def mine(action: Action) -> bool:
+        digest = hashlib.sha256(action.id.encode()).digest()
+        return int.from_bytes(digest[:8], "big") % count == index - 1
+
+    wanted: set[str] = set()
+    stack = [a.id for a in plan.actions if mine(a)]
+    while stack:
+        action_id = stack.pop()
+        if action_id not in wanted:
+            wanted.add(action_id)
+            stack.extend(by_id[action_id].deps)
+    kept = tuple(a for a in plan.actions if a.id in wanted)
+    return Plan(plan.manifest, plan.binaries, kept, plan.skips)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import exclusive, remove_stale_temps
-from shipyard.build.cache import ActionCache, CachingBuilder
+from shipyard.build.cache import ActionCache, CachingBuilder, OutputCache
 from shipyard.build.engine import BuildContext, Builder, Event, Result, run_plan
 from shipyard.build.plan import Plan
 from shipyard.build.proc import reset
@@ -26,6 +26,7 @@ class BuildOptions:
     keep_going: bool = False
     cache_dir: Path | None = None  # None: no cache
     force: bool = False
+    remote: str | None = None  # oci://HOST/REPO: a registry-backed cache shared by machines
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,13 @@ def execute(
     )
     chosen: dict[str, Builder] = dict(builders)
     if options.cache_dir is not None:
-        cache = ActionCache(options.cache_dir)
+        cache: OutputCache = ActionCache(options.cache_dir)
+        if options.remote:
+            from shipyard.build.remote import RemoteCache, TieredCache, parse_cache_url
+            from shipyard.oci.push import default_registry
+
+            host, repository = parse_cache_url(options.remote)
+            cache = TieredCache(cache, RemoteCache(default_registry(host), repository))
         chosen = {k: CachingBuilder(b, cache, force=options.force) for k, b in builders.items()}
     with exclusive(dist / ".lock"):
         remove_stale_temps(dist)
