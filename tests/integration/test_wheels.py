@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.stamp import Stamp
 from tests.integration._repo import copy_worktree
 
 pytestmark = pytest.mark.integration
@@ -69,7 +70,8 @@ def _differing_entry(a: Path, b: Path) -> str:
 
 
 def test_standard_wheels_are_reproducible(checkout: Path) -> None:
-    first = _run([sys.executable, "-m", "shipyard", "build", "--target=standard"], checkout)
+    wheels_only = ["--target=standard", "--output=wheel", "--no-cache"]
+    first = _run([sys.executable, "-m", "shipyard", "build", *wheels_only], checkout)
     assert first.returncode == 0, first.stderr
     wheels = checkout / "dist" / "wheels"
     before = _digests(wheels)
@@ -77,9 +79,7 @@ def test_standard_wheels_are_reproducible(checkout: Path) -> None:
     saved = checkout.parent / "first-wheels"
     shutil.copytree(wheels, saved)
     shutil.rmtree(checkout / "dist")
-    second = _run(
-        [sys.executable, "-m", "shipyard", "build", "--target=standard", "-j", "1"], checkout
-    )
+    second = _run([sys.executable, "-m", "shipyard", "build", *wheels_only, "-j", "1"], checkout)
     assert second.returncode == 0, second.stderr
     after = _digests(wheels)
     for name, digest in before.items():
@@ -98,10 +98,16 @@ def test_every_target_installs_and_prints_the_stamped_version(
     checkout: Path, tmp_path: Path
 ) -> None:
     for target in ("agent", "linux-only", "standard"):
-        done = _run([sys.executable, "-m", "invoke", "build", f"--target={target}"], checkout)
+        done = _run(
+            [sys.executable, "-m", "invoke", "build", f"--target={target}", "--output=wheel"],
+            checkout,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
-    version = json.loads((checkout / "dist" / "report.json").read_text())["version"]
+    report = json.loads((checkout / "dist" / "report.json").read_text())
+    version = report["version"]
     assert version.startswith("0.0.0.dev1+g")
+    created = Stamp(version, None, False, report["source_date_epoch"]).created
+    build = f"(rev {report['revision'][:7]}, built {created})"  # stamped into every wheel
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     wheels = sorted(str(p) for p in (checkout / "dist" / "wheels").glob("*.whl"))
@@ -114,6 +120,6 @@ def test_every_target_installs_and_prints_the_stamped_version(
     for script in sorted(scripts - {"shipyard"}):
         shown = _run([str(env_dir / "bin" / script), "--version"], tmp_path)
         assert shown.returncode == 0, shown.stderr
-        assert shown.stdout.split() == [script, version], shown.stdout
+        assert shown.stdout == f"{script} {version} {build}\n", shown.stdout
     tool = _run([str(env_dir / "bin" / "shipyard"), "--tool-version"], tmp_path)
     assert tool.stdout.strip() == f"shipyard {version}"

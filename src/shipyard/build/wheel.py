@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import re
 import shutil
 import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from shipyard import __version__
@@ -16,9 +21,22 @@ from shipyard.build.plan import Action
 from shipyard.build.proc import run_logged
 from shipyard.build.sources import tree_hash
 from shipyard.errors import BuildError
-from shipyard.stamp import ZIP_EPOCH
+from shipyard.stamp import ZIP_EPOCH, Stamp
 
-__all__ = ["WheelBuilder", "build_env", "normalize_wheel"]
+__all__ = ["BUILD_INFO", "WheelBuilder", "build_env", "build_info", "normalize_wheel"]
+
+# Written into the wheel's .dist-info; programs read it with importlib.metadata.
+BUILD_INFO = "shipyard_build.json"
+
+
+def build_info(stamp: Stamp) -> dict[str, object]:
+    """The build identity stamped into every output: version, revision, dirty, time."""
+    return {
+        "version": stamp.version,
+        "revision": stamp.revision,
+        "dirty": stamp.dirty,
+        "created": stamp.created,
+    }
 
 
 def build_env(ctx: BuildContext) -> dict[str, str]:
@@ -48,23 +66,46 @@ def _order(name: str) -> tuple[int, str]:
     return (2 if is_record else 1 if in_dist_info else 0, name)
 
 
-def normalize_wheel(source: Path, target: Path, epoch: int) -> None:
+def _stamped(files: dict[str, tuple[bytes, bool]], info: Mapping[str, object]) -> None:
+    """Add the build info file to the .dist-info, and its line to RECORD."""
+    record = next((n for n in files if re.fullmatch(r"[^/]+\.dist-info/RECORD", n)), None)
+    if record is None:
+        return
+    path = record.rpartition("/")[0] + "/" + BUILD_INFO
+    data = json.dumps(dict(info), indent=2, sort_keys=True).encode() + b"\n"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    lines = [ln for ln in files[record][0].decode().splitlines() if not ln.startswith(path + ",")]
+    at = next((i for i, ln in enumerate(lines) if ln.startswith(record + ",")), len(lines))
+    lines.insert(at, f"{path},sha256={digest},{len(data)}")
+    files[path] = (data, False)
+    files[record] = ("".join(ln + "\n" for ln in lines).encode(), False)
+
+
+def normalize_wheel(
+    source: Path, target: Path, epoch: int, info: Mapping[str, object] | None = None
+) -> None:
     """Rewrite a wheel with sorted entries, one timestamp and normalised modes.
 
     File contents are untouched, so RECORD stays valid: this makes any PEP 517
-    backend's wheel reproducible, not only the backends that already are.
+    backend's wheel reproducible, not only the backends that already are. With
+    `info`, the build info is added to the .dist-info (and to RECORD).
     """
     stamp = _zip_time(epoch)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
-        for info in sorted(src.infolist(), key=lambda i: _order(i.filename)):
-            if info.is_dir():
-                continue
-            executable = bool((info.external_attr >> 16) & 0o111)
-            out = zipfile.ZipInfo(info.filename, date_time=stamp)
+        files = {
+            i.filename: (src.read(i), bool((i.external_attr >> 16) & 0o111))
+            for i in src.infolist()
+            if not i.is_dir()
+        }
+        if info is not None:
+            _stamped(files, info)
+        for name in sorted(files, key=_order):
+            data, executable = files[name]
+            out = zipfile.ZipInfo(name, date_time=stamp)
             out.compress_type = zipfile.ZIP_DEFLATED
             out.create_system = 3  # unix, so the mode bits below are honoured
             out.external_attr = ((0o100755 if executable else 0o100644) & 0xFFFF) << 16
-            dst.writestr(out, src.read(info), compresslevel=6)
+            dst.writestr(out, data, compresslevel=6)
 
 
 class WheelBuilder:
@@ -107,7 +148,7 @@ class WheelBuilder:
                     log=log,
                 )
             normalised = Path(tmp) / built[0].name
-            normalize_wheel(built[0], normalised, ctx.stamp.epoch)
+            normalize_wheel(built[0], normalised, ctx.stamp.epoch, build_info(ctx.stamp))
             target = ctx.dist / "wheels" / built[0].name
             publish_file(normalised, target)
         artifact = Artifact(target, sha256_file(target), target.stat().st_size)

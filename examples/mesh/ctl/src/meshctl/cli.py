@@ -25,6 +25,32 @@ def _installed_version() -> str:
         return "0.0.0+source"  # running from a source tree: there is no installed metadata
 
 
+def _build_note() -> str:
+    """' (rev abc1234, dirty, built <time>)' from the build info shipyard stamps, or ''."""
+    try:
+        text = metadata.distribution("meshctl").read_text("shipyard_build.json")
+        info = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        return ""  # not installed, or not built by shipyard
+    if not isinstance(info, dict):
+        return ""
+    parts = [f"rev {str(info['revision'])[:7]}"] if info.get("revision") else []
+    parts += ["dirty"] if info.get("dirty") else []
+    parts += [f"built {info['created']}"] if info.get("created") else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+class _Version(argparse.Action):
+    """--version, printed whole: argparse's own version action wraps long lines."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {_installed_version()}{_build_note()}")
+        parser.exit()
+
+
 def _seconds(text: str) -> float:
     try:
         seconds = float(text)
@@ -38,7 +64,7 @@ def _seconds(text: str) -> float:
 
 def _parser(default_discovery: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="meshctl", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and build info")
     parser.add_argument(
         "--discovery",
         metavar="URL",

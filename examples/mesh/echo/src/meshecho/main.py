@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -92,9 +93,35 @@ def _installed_version() -> str:
         return "0.0.0+source"  # running from a source tree: there is no installed metadata
 
 
+def _build_note() -> str:
+    """' (rev abc1234, dirty, built <time>)' from the build info shipyard stamps, or ''."""
+    try:
+        text = metadata.distribution("mesh-echo").read_text("shipyard_build.json")
+        info = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        return ""  # not installed, or not built by shipyard
+    if not isinstance(info, dict):
+        return ""
+    parts = [f"rev {str(info['revision'])[:7]}"] if info.get("revision") else []
+    parts += ["dirty"] if info.get("dirty") else []
+    parts += [f"built {info['created']}"] if info.get("created") else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+class _Version(argparse.Action):
+    """--version, printed whole: argparse's own version action wraps long lines."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {_installed_version()}{_build_note()}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mesh-echo", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and build info")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the echo server; prints the bound port")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")

@@ -1,0 +1,223 @@
+"""Dependency resolution for a target platform: a wheel and its requirements, installed flat.
+
+Zipapps and images both start here. Nothing is built or run for the target: native
+wheels come prebuilt for it, so an arm64 site-packages is made on an amd64 host by
+asking the installer for that platform's wheels only (uv, else pip).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from shipyard._fs import TEMP_PREFIX
+from shipyard.build.proc import run_logged
+from shipyard.errors import BuildError
+
+__all__ = ["NATIVE", "PLATFORM_ARCH", "Distribution", "Resolution", "resolve"]
+
+# OCI platform -> the machine name in wheel platform tags.
+PLATFORM_ARCH = {
+    "linux/amd64": "x86_64",
+    "linux/arm64": "aarch64",
+    "linux/arm/v7": "armv7l",
+    "linux/386": "i686",
+    "linux/ppc64le": "ppc64le",
+    "linux/s390x": "s390x",
+    "linux/riscv64": "riscv64",
+}
+# glibc 2.28 (manylinux_2_28) is what Debian 10+, RHEL 8+ and Ubuntu 18.10+ provide.
+_GLIBC_MINOR = 28
+_UV_LOCK = threading.Lock()
+# The platforms uv can target; the rest go through pip's --platform.
+_UV_PLATFORMS = {"linux/amd64": "x86_64-manylinux_2_28", "linux/arm64": "aarch64-manylinux_2_28"}
+# Files that name this machine or this moment, not the distribution: dropped for reproducibility.
+_VOLATILE = frozenset({"direct_url.json", "uv_cache.json"})
+# A file the dynamic loader maps: an extension module or a vendored shared library.
+NATIVE = re.compile(r"\.(so|pyd|dylib)(\.[0-9.]+)?$")
+_NO_WHEEL = (
+    re.compile(r"Because (?P<name>[A-Za-z0-9._-]+)\S* has no (?:usable )?wheels"),
+    re.compile(r"Because (?P<name>[A-Za-z0-9._-]+)\S* (?:only has|has only) source"),
+    re.compile(r"No matching distribution found for (?P<name>[A-Za-z0-9._-]+)"),
+)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One installed distribution; `pure` means no native code and a py3-none-any wheel."""
+
+    name: str
+    version: str
+    pure: bool
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A site-packages folder for one platform and what was installed into it."""
+
+    platform: str
+    site: Path
+    distributions: tuple[Distribution, ...]
+    pure: bool
+
+
+@functools.cache
+def _find_uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return shutil.which("uv")
+    return find_uv_bin()
+
+
+def _uv() -> str | None:
+    # Once, under a lock: find_uv_bin reads sysconfig, whose first use is not
+    # thread-safe (a racing thread sees its variables half filled in).
+    with _UV_LOCK:
+        return _find_uv()
+
+
+def _pip_platforms(arch: str) -> list[str]:
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(_GLIBC_MINOR, 16, -1)]
+    legacy = {"x86_64": ("2014", "2010", "1"), "i686": ("2014", "2010", "1")}
+    return tags + [f"manylinux{year}_{arch}" for year in legacy.get(arch, ("2014",))]
+
+
+def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[str]:
+    uv = _uv()
+    if uv and platform in _UV_PLATFORMS:
+        return [
+            *(uv, "pip", "install", "--target", str(dest), "--no-progress"),
+            *("--python-platform", _UV_PLATFORMS[platform], "--python-version", python),
+            *("--only-binary", ":all:", *reqs),
+        ]
+    platforms = [f"--platform={tag}" for tag in _pip_platforms(PLATFORM_ARCH[platform])]
+    return [
+        *(sys.executable, "-m", "pip", "install", "--target", str(dest), "--no-compile"),
+        *(*platforms, "--implementation", "cp", "--python-version", python),
+        *("--only-binary=:all:", "--no-input", "--disable-pip-version-check", *reqs),
+    ]
+
+
+def _wheel_requirement(wheel: Path, folder: Path) -> Path:
+    """A requirements file naming the wheel by path and hash, for --require-hashes mode."""
+    name = wheel.name.split("-", 1)[0]
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    path = folder / "wheel.txt"
+    path.write_text(f"{name} @ {wheel.resolve().as_uri()} --hash=sha256:{digest}\n")
+    return path
+
+
+def _headers(path: Path) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            break  # headers end at the first blank line; the long description follows
+        key, sep, value = line.partition(":")
+        if sep:
+            found.append((key.strip().lower(), value.strip()))
+    return found
+
+
+def _inspect(dist_info: Path) -> Distribution:
+    meta = dict(_headers(dist_info / "METADATA"))
+    wheel = _headers(dist_info / "WHEEL") if (dist_info / "WHEEL").is_file() else []
+    purelib = ("root-is-purelib", "true") in wheel
+    tags = [value for key, value in wheel if key == "tag"]
+    record = dist_info / "RECORD"
+    files = record.read_text().splitlines() if record.is_file() else []
+    native = any(NATIVE.search(line.split(",", 1)[0]) for line in files)
+    universal = bool(tags) and all(tag.endswith("-none-any") for tag in tags)
+    return Distribution(
+        meta.get("name", "?"), meta.get("version", "?"), purelib and universal and not native
+    )
+
+
+def _scrub(dest: Path) -> None:
+    """Drop what names the build machine: scripts with its interpreter, install receipts."""
+    shutil.rmtree(dest / "bin", ignore_errors=True)
+    (dest / ".lock").unlink(missing_ok=True)  # uv's install lock
+    for dist_info in sorted(dest.glob("*.dist-info")):
+        for name in _VOLATILE:
+            (dist_info / name).unlink(missing_ok=True)
+        record = dist_info / "RECORD"
+        if record.is_file():
+            kept = [
+                line
+                for line in record.read_text().splitlines()
+                if not line.startswith(("bin/", "../"))
+                and line.split(",", 1)[0].rpartition("/")[2] not in _VOLATILE
+            ]
+            # A new file, not a rewrite: the old one may be a hard link into the installer's cache.
+            record.unlink()
+            record.write_text("".join(f"{line}\n" for line in kept))
+    for cache in sorted(dest.rglob("__pycache__"), reverse=True):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _failure(log: Path, start: int, platform: str, python: str) -> str:
+    with log.open("rb") as handle:
+        handle.seek(start)  # this install's output only, when the log is shared
+        text = handle.read().decode(errors="replace")
+    for pattern in _NO_WHEEL:
+        match = pattern.search(text)
+        if match:
+            return (
+                f"no wheel of {match['name']} for {platform} (CPython {python}); pin a version "
+                f"that publishes one, or remove {platform} from the binary's platforms"
+            )
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.lower().startswith(("error", "cause"))]
+    return "installing for " + platform + " failed: " + (errors or lines or ["no output"])[-1]
+
+
+def resolve(
+    wheel: Path,
+    platform: str,
+    python: str,
+    dest: Path,
+    *,
+    env: Mapping[str, str],
+    log: Path,
+    requirements: Path | None = None,
+) -> Resolution:
+    """Install `wheel` and its dependencies for `platform` into the folder `dest`.
+
+    Only binary wheels are accepted, so nothing is compiled for the wrong machine. With
+    `requirements` (a lock file with hashes) every download is checked against it and
+    a dependency missing from it fails the install.
+    """
+    if platform not in PLATFORM_ARCH:
+        raise BuildError(f"resolve:{platform}", f"unknown platform {platform}")
+    action = f"resolve:{wheel.name}:{platform}"
+    dest.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "resolve-", dir=dest.parent) as tmp:
+        if requirements is None:
+            reqs = [str(wheel)]
+        else:
+            pinned = _wheel_requirement(wheel, Path(tmp))
+            reqs = ["--require-hashes", "-r", str(requirements), "-r", str(pinned)]
+        command = _command(platform, python, dest, reqs)
+        with log.open("ab") as handle:
+            start = handle.tell()
+            handle.write(f"$ {' '.join(command)}\n".encode())
+        returncode = run_logged(command, log, env={**env, "PYTHONHASHSEED": "0"})
+    if returncode != 0:
+        raise BuildError(action, _failure(log, start, platform, python), command=command, log=log)
+    _scrub(dest)
+    dists = tuple(
+        sorted(
+            (_inspect(d) for d in dest.glob("*.dist-info")),
+            key=lambda d: d.name.lower(),
+        )
+    )
+    return Resolution(platform, dest, dists, all(d.pure for d in dists))

@@ -1,0 +1,230 @@
+"""The zipapp bootstrap: how it starts, imports from the archive, and refuses a wrong target."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Mapping
+from importlib.util import MAGIC_NUMBER
+from pathlib import Path
+
+import pytest
+
+from shipyard.build import _zipapp_boot as boot
+from shipyard.build.zipapp import DEFAULT_SHEBANG, Entry, layout, write_archive
+
+HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+MACHINE = os.uname().machine
+ARCH = next((arch for arch, names in boot.MACHINES.items() if MACHINE in names), MACHINE)
+OTHER = "arm64" if ARCH == "amd64" else "amd64"
+
+APP = """\
+import sys
+def main():
+    print("file", __file__)
+    print("argv", sys.argv[1:])
+    return 3
+"""
+
+
+def make_pyz(
+    folder: Path,
+    files: Mapping[str, str | bytes],
+    *,
+    python: str = HERE,
+    platform: str = "any",
+    compile_pyc: bool = False,
+    name: str = "app.pyz",
+) -> Path:
+    """An archive of a site made of `files`, laid out and written as the builder does."""
+    site = folder / f"{name}-site"
+    for rel, text in files.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode() if isinstance(text, str) else text)
+    info = {
+        "binary": "app",
+        "version": "1.0",
+        "revision": None,
+        "dirty": False,
+        "created": "2023-11-14T22:13:20Z",
+        "python": python,
+        "platform": platform,
+        "platforms": ["linux/amd64", "linux/arm64"] if platform == "any" else [platform],
+        "entrypoint": "app:main",
+    }
+    target = folder / name
+    write_archive(
+        target, DEFAULT_SHEBANG, layout(site, info, compile_pyc=compile_pyc), 0, compress=True
+    )
+    return target
+
+
+def run(
+    pyz: Path, root: Path, *args: str, python: str = sys.executable, user: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run an archive with `root` as its cache folder (as `user` when given)."""
+    env = {**os.environ, boot.ROOT_ENV: str(root)}
+    return subprocess.run(
+        [python, str(pyz), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        user=user,
+        group=user,
+    )
+
+
+def build_id(pyz: Path) -> str:
+    """The build id the archive's bootstrap keys its cache folder with."""
+    with zipfile.ZipFile(pyz) as archive:
+        return str(marshal.loads(archive.read(boot.BOOT_DATA))["info"]["build_id"])
+
+
+@pytest.mark.parametrize("precompiled", [True, False])
+def test_the_bootstrap_runs_precompiled_code_when_it_fits_else_its_source(
+    tmp_path: Path, precompiled: bool
+) -> None:
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
+    code = boot.CODE % MAGIC_NUMBER.hex()
+    with zipfile.ZipFile(pyz) as archive:
+        entries = [Entry(i.filename, archive.read(i)) for i in archive.infolist() if not i.is_dir()]
+    assert code in {e.name for e in entries}  # built by the Python that runs it
+    if precompiled:  # a broken source proves the precompiled code ran
+        entries = [
+            Entry(e.name, b"raise SystemExit(9)") if e.name == boot.SOURCE else e for e in entries
+        ]
+    else:  # as when the archive was built for another Python
+        entries = [e for e in entries if e.name != code]
+    write_archive(pyz, DEFAULT_SHEBANG, entries, 0, compress=True)
+    assert run(pyz, tmp_path / "cache").returncode == 3
+
+
+def test_a_pure_app_runs_from_the_archive_and_exits_with_the_entrypoint_result(
+    tmp_path: Path,
+) -> None:
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
+    done = run(pyz, tmp_path / "cache", "a", "--b")
+    assert done.returncode == 3, done.stderr
+    assert f"file {pyz}{os.sep}site{os.sep}app{os.sep}__init__.py" in done.stdout
+    assert "argv ['a', '--b']" in done.stdout
+    assert not (tmp_path / "cache" / build_id(pyz) / "site").exists()  # nothing unpacked
+
+
+def test_metadata_resources_and_namespace_packages_work_inside_the_archive(
+    tmp_path: Path,
+) -> None:
+    app = """\
+import importlib.metadata, importlib.resources, pkgutil
+import ns.inner
+def main():
+    print(importlib.metadata.version("app"), importlib.metadata.version("Other_Dist"))
+    print(importlib.resources.files("app").joinpath("data.txt").read_text().strip())
+    print(pkgutil.get_data("app", "data.txt").decode().strip(), ns.inner.VALUE)
+"""
+    pyz = make_pyz(
+        tmp_path,
+        {
+            "app/__init__.py": app,
+            "app/data.txt": "payload\n",
+            "app-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: app\nVersion: 1.0\n",
+            "other_dist-2.5.dist-info/METADATA": "Name: other-dist\nVersion: 2.5\n",
+            "ns/inner/__init__.py": "VALUE = 'namespace'\n",
+        },
+    )
+    done = run(pyz, tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["1.0 2.5", "payload", "payload namespace"]
+
+
+def test_bytecode_is_cached_per_build_and_used_on_the_next_start(tmp_path: Path) -> None:
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
+    assert run(pyz, tmp_path / "cache").returncode == 3
+    cached = tmp_path / "cache" / build_id(pyz) / "bytecode" / "app.pyc"
+    assert cached.is_file()
+    cached.write_bytes(marshal.dumps(compile("def main():\n    print('cached')\n", "x", "exec")))
+    done = run(pyz, tmp_path / "cache")
+    assert (done.returncode, done.stdout) == (0, "cached\n")
+
+
+def test_a_moved_archive_reports_its_new_path_in_tracebacks(tmp_path: Path) -> None:
+    app = "import traceback\ndef main():\n    try:\n        raise KeyError('boom')\n"
+    app += "    except KeyError:\n        traceback.print_exc()\n"
+    pyz = make_pyz(tmp_path, {"app/__init__.py": app})
+    assert run(pyz, tmp_path / "cache").returncode == 0  # compiles and caches
+    moved = tmp_path / "elsewhere" / "moved.pyz"
+    moved.parent.mkdir()
+    shutil.copy(pyz, moved)
+    done = run(moved, tmp_path / "cache")
+    assert f'File "{moved}{os.sep}site{os.sep}app{os.sep}__init__.py", line 4' in done.stderr
+    assert "raise KeyError('boom')" in done.stderr  # linecache asked the loader for the source
+
+
+def test_an_unwritable_bytecode_cache_still_runs_a_pure_app(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
+    assert run(pyz, blocker / "cache").returncode == 3
+
+
+def test_precompiled_archives_need_no_bytecode_cache(tmp_path: Path) -> None:
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP}, compile_pyc=True)
+    with zipfile.ZipFile(pyz) as archive:
+        assert "site/app/__init__.pyc" in archive.namelist()
+    assert run(pyz, tmp_path / "cache").returncode == 3
+    assert not (tmp_path / "cache").exists()
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_the_wrong_python_is_refused_with_one_line_and_exit_2(tmp_path: Path) -> None:
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP}, python="3.99")
+    line = one_line(run(pyz, tmp_path / "cache"))
+    assert line.startswith(f"app: built for Python 3.99, but this is Python {HERE} (")
+    assert line.endswith("run it with python3.99")
+
+
+def test_the_wrong_machine_is_refused_naming_the_archive_to_use(tmp_path: Path) -> None:
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP}, platform=f"linux/{OTHER}")
+    line = one_line(run(pyz, tmp_path / "cache"))
+    assert line == (
+        f"app: built for linux/{OTHER}, but this machine is linux/{ARCH}; "
+        f"use app-1.0-linux_{ARCH}.pyz"
+    )
+
+
+def test_check_target_allows_any_machine_of_a_targeted_os_for_pure_archives() -> None:
+    info = {
+        "binary": "app",
+        "version": "1",
+        "python": "3.11",
+        "platform": "any",
+        "platforms": ["linux/amd64", "linux/arm64"],
+    }
+    boot.check_target(info, (3, 11), "linux", "riscv64")
+    with pytest.raises(boot.BootError, match=r"this machine is darwin/arm64"):
+        boot.check_target(info, (3, 11), "darwin", "arm64")
+    with pytest.raises(boot.BootError, match=r"but this is Python 3\.12"):
+        boot.check_target(info, (3, 12), "linux", "x86_64")
+    arm = {**info, "platform": "linux/arm64", "platforms": ["linux/arm64"]}
+    boot.check_target(arm, (3, 11), "linux", "aarch64")
+    with pytest.raises(boot.BootError, match=r"use app-1-linux_amd64\.pyz$"):
+        boot.check_target(arm, (3, 11), "linux", "x86_64")
+
+
+def test_cache_root_prefers_the_variable_then_xdg_then_home() -> None:
+    assert boot.cache_root({boot.ROOT_ENV: "/srv/z", "XDG_CACHE_HOME": "/x"}) == "/srv/z"
+    assert boot.cache_root({"XDG_CACHE_HOME": "/x"}) == "/x/shipyard/zipapps"
+    home = os.path.expanduser("~")
+    assert boot.cache_root({}) == os.path.join(home, ".cache", "shipyard", "zipapps")
