@@ -1,0 +1,143 @@
+"""Images that need `RUN`: built by the Docker engine per platform, then one index.
+
+A binary with `image: {dockerfile: PATH}` is built with the docker SDK once per
+platform (arm64 under QEMU), each result is read back from `docker save` into
+the same OCI model the daemonless builder uses, and the platforms are written as
+one index in dist/images/<binary>/, the same outputs as any other image. The
+build context is the Dockerfile's folder plus the binary's wheel under
+`.shipyard/wheels/`, so a Dockerfile can install it without any network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from shipyard import __version__
+from shipyard._fs import TEMP_PREFIX
+from shipyard.build.engine import Artifact, BuildContext, Outcome
+from shipyard.build.image import ImageBuilder, write_images
+from shipyard.build.plan import Action
+from shipyard.build.sources import tree_hash
+from shipyard.errors import BuildError
+from shipyard.oci.archive import read_docker_archive
+from shipyard.oci.base import blob_store
+from shipyard.oci.model import Image
+
+__all__ = ["DockerfileBuilder", "ImageKinds"]
+
+
+class DockerfileBuilder:
+    """Builds `image.dockerfile` images with the Docker engine, one build per platform."""
+
+    kind = "image"
+
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        """The Dockerfile's folder, the wheel, platforms, settings, clock and versions."""
+        dockerfile = self._dockerfile(action, ctx)
+        return tree_hash(
+            dockerfile.parent,
+            "dockerfile",
+            __version__,
+            ctx.stamp.version,
+            str(ctx.stamp.epoch),
+            dockerfile.name,
+            ",".join(action.platforms),
+            *(a.sha256 for a in deps),
+            repr(action.image),
+        )
+
+    @staticmethod
+    def _dockerfile(action: Action, ctx: BuildContext) -> Path:
+        assert action.image is not None and action.image.dockerfile
+        path = (ctx.root / action.image.dockerfile).resolve()
+        if not path.is_relative_to(ctx.root) or not path.is_file():
+            raise BuildError(action.id, f"no Dockerfile at {action.image.dockerfile}")
+        return path
+
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        """Build each platform with the engine, read them back, write the index."""
+        import docker
+        from docker.errors import APIError, DockerException
+        from docker.errors import BuildError as DockerBuildError
+
+        binary = action.binaries[0]
+        dockerfile = self._dockerfile(action, ctx)
+        ctx.logs.mkdir(parents=True, exist_ok=True)
+        log = ctx.logs / f"image-{binary}.log"
+        images: dict[str, Image] = {}
+        try:
+            client = docker.from_env(environment=dict(ctx.env))
+            with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=ctx.dist) as tmp:
+                context = Path(tmp) / "context"
+                shutil.copytree(dockerfile.parent, context, symlinks=True)
+                wheels = context / ".shipyard" / "wheels"
+                wheels.mkdir(parents=True, exist_ok=True)
+                for artifact in deps:
+                    shutil.copy2(artifact.path, wheels / artifact.path.name)
+                with log.open("w") as out:
+                    for platform in action.platforms:
+                        suffix = hashlib.sha256(platform.encode()).hexdigest()[:12]
+                        tag = f"shipyard-build/{binary}:{suffix}"
+                        image, lines = client.images.build(
+                            path=str(context),
+                            dockerfile=dockerfile.name,
+                            platform=platform,
+                            tag=tag,
+                            rm=True,
+                            forcerm=True,
+                            pull=True,
+                            network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
+                            buildargs={
+                                "VERSION": ctx.stamp.version,
+                                "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
+                            },
+                        )
+                        _log(out, lines)
+                        saved = Path(tmp) / f"{platform.replace('/', '_')}.tar"
+                        with saved.open("wb") as handle:
+                            for chunk in image.save(named=True):
+                                handle.write(chunk)
+                        (read,) = read_docker_archive(saved, blob_store(ctx.env))
+                        images[platform] = read
+        except (DockerBuildError, APIError) as exc:
+            raise BuildError(action.id, f"docker build failed: {exc}", log=log) from None
+        except DockerException as exc:
+            raise BuildError(
+                action.id,
+                f"the Docker engine is not reachable ({exc}); start dockerd or set DOCKER_HOST",
+                log=log,
+            ) from None
+        outputs = write_images(binary, ctx, images)
+        return Outcome(self.key(action, ctx, deps), outputs, log)
+
+
+def _log(out: Any, lines: Any) -> None:
+    for line in lines:
+        text = line.get("stream") or line.get("status") or json.dumps(line)
+        out.write(str(text))
+
+
+class ImageKinds:
+    """The `image` builder: daemonless by default, the Docker engine for a Dockerfile."""
+
+    kind = "image"
+
+    def __init__(self) -> None:
+        self.daemonless = ImageBuilder()
+        self.engine = DockerfileBuilder()
+
+    def _pick(self, action: Action) -> ImageBuilder | DockerfileBuilder:
+        return self.engine if action.image and action.image.dockerfile else self.daemonless
+
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        """The chosen builder's key."""
+        return self._pick(action).key(action, ctx, deps)
+
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        """Build with the chosen builder."""
+        return self._pick(action).build(action, ctx, deps)

@@ -1,0 +1,153 @@
+"""Base images: read from an OCI layout, a docker-archive, a rootfs tarball or a registry.
+
+A base names one or more sources, separated by commas:
+
+    oci-layout:PATH                 an OCI image layout (a multi-arch index is searched)
+    docker-archive:PATH             a tarball from `docker save`
+    rootfs:PATH;PLATFORM            a root file system tar (gzip or plain) for one platform
+    REGISTRY/REPOSITORY[:TAG|@DIGEST]   a registry reference
+
+Each requested platform takes the first source that has it. Layer blobs are
+used as they are, never re-compressed: a layout's blobs in place, others from
+the blob store (the cache), where blobs are kept by digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformdirs import user_cache_dir
+
+from shipyard._fs import sha256_file
+from shipyard.errors import UsageError
+from shipyard.oci.archive import read_docker_archive
+from shipyard.oci.layer import BlobStore, layer_from_tarball
+from shipyard.oci.layout import find_images, read_layout
+from shipyard.oci.model import CONFIG, Config, Descriptor, History, Image, OCIError, Platform
+from shipyard.oci.reference import parse_reference
+from shipyard.oci.registry import Registry
+
+__all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "blob_store", "load_base"]
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base image for one platform, with the name and manifest digest it came from."""
+
+    image: Image
+    name: str
+    digest: str
+
+
+def blob_store(env: Mapping[str, str]) -> BlobStore:
+    """The blob store in the cache: $SHIPYARD_CACHE_DIR/oci, else the user cache (XDG)."""
+    root = env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")
+    return BlobStore(Path(root).expanduser() / "oci")
+
+
+def base_fingerprint(text: str, root: Path) -> str:
+    """What identifies a base's content without loading it, for action keys.
+
+    A layout's index.json, an archive's or rootfs's bytes; a registry reference
+    as written (resolving it would need the network).
+    """
+    digest = hashlib.sha256(text.encode())
+    for source in (s.strip() for s in text.split(",") if s.strip()):
+        kind, _, rest = source.partition(":")
+        path = root / rest.rpartition(";")[0] if kind == "rootfs" else root / rest
+        if kind == "oci-layout":
+            path = path / "index.json"
+        if kind in ("oci-layout", "docker-archive", "rootfs"):
+            digest.update(sha256_file(path).encode() if path.is_file() else b"missing")
+    return digest.hexdigest()
+
+
+def _from_rootfs(path: Path, platform: Platform, store: BlobStore) -> Base:
+    layer = layer_from_tarball(path, store)
+    image = Image(
+        platform,
+        (layer,),
+        Config(env=(f"PATH={DEFAULT_PATH}",)),
+        (History(created_by=f"rootfs {path.name}"),),
+    )
+    return Base(image, f"rootfs:{path.name}", "")
+
+
+def _path(root: Path, text: str, source: str) -> Path:
+    path = (root / text).resolve()
+    if not path.exists():
+        raise UsageError(f"base image {source}: {path} does not exist; build or fetch it first")
+    return path
+
+
+def load_base(
+    text: str,
+    platforms: Sequence[str],
+    *,
+    root: Path,
+    store: BlobStore,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Base]:
+    """The base image for each of `platforms` (`linux/arm64`, ...) from the base `text`."""
+    env = os.environ if env is None else env
+    wanted = [Platform.parse(p) for p in platforms]
+    found: dict[Platform, Base] = {}
+    for source in (s.strip() for s in text.split(",") if s.strip()):
+        missing = [p for p in wanted if p not in found]
+        kind, _, rest = source.partition(":")
+        if kind == "oci-layout":
+            layout = read_layout(_path(root, rest, source), missing)
+            got = {p: Base(image, source, digest) for p, (image, digest) in layout.items()}
+        elif kind == "docker-archive":
+            images = read_docker_archive(_path(root, rest, source), store)
+            got = {p: Base(i, source, "") for p in missing for i in images if p.matches(i.platform)}
+        elif kind == "rootfs":
+            file, sep, which = rest.rpartition(";")
+            if not sep:
+                raise UsageError(f"base image {source}: write rootfs:PATH;PLATFORM")
+            chosen = Platform.parse(which)
+            wants = [p for p in missing if p.matches(chosen)]
+            got = dict.fromkeys(wants, _from_rootfs(_path(root, file, source), chosen, store))
+        else:
+            got = _from_registry(source, missing, store, env)
+        for platform, base in got.items():
+            found.setdefault(platform, base)
+    absent = [str(p) for p in wanted if p not in found]
+    if absent:
+        raise OCIError(f"base image {text} has no image for {', '.join(absent)}")
+    return {str(p): found[p] for p in wanted}
+
+
+def _from_registry(
+    source: str, wanted: Sequence[Platform], store: BlobStore, env: Mapping[str, str]
+) -> dict[Platform, Base]:
+    """Manifests from the registry every time (tags move); blobs only when not in the store."""
+    ref = parse_reference(source)
+    registry = Registry(ref.registry, environ=env)
+    data, media_type, digest = registry.get_manifest(ref.repository, ref.identifier)
+    seen = {digest: data}
+
+    def fetch(desc: Descriptor) -> bytes:
+        if desc.digest not in seen:
+            if desc.media_type == CONFIG or not desc.media_type.endswith("json"):
+                seen[desc.digest] = locate(desc).read_bytes()
+            else:
+                seen[desc.digest] = registry.get_manifest(ref.repository, desc.digest)[0]
+        return seen[desc.digest]
+
+    def locate(desc: Descriptor) -> Path:
+        path = store.path(desc.digest)
+        if not path.is_file() or path.stat().st_size != desc.size:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            registry.pull_blob(ref.repository, desc.digest, path, size=desc.size)
+        return path
+
+    top = Descriptor(media_type, digest, len(data))
+    found = find_images([top], wanted, fetch, locate)
+    return {p: Base(image, str(ref), manifest) for p, (image, manifest) in found.items()}

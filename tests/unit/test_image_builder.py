@@ -1,0 +1,283 @@
+"""ImageBuilder with a stand-in resolver: layers, config, annotations, reproducibility."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+
+import pytest
+
+from shipyard.build.engine import Artifact, BuildContext
+from shipyard.build.image import ImageBuilder, entry_script, split_site
+from shipyard.build.plan import Action
+from shipyard.build.resolve import Distribution, Resolution
+from shipyard.errors import BuildError
+from shipyard.manifest import Image as ImageSettings
+from shipyard.oci.layer import BlobStore, Entry, write_layer
+from shipyard.oci.layout import read_layout, write_layout
+from shipyard.oci.model import Config, Image, Layer, Platform, append_layer, make_index
+from shipyard.stamp import Stamp
+
+EPOCH = 1704067200
+PLATFORMS = ("linux/amd64", "linux/arm64")
+MAIN = b"def main():\n    print('app says hi')\n    return 0\n"
+
+
+def _hash(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _wheel(folder: Path) -> Path:
+    path = folder / "app-1.2.3-py3-none-any.whl"
+    files = {
+        "app/__init__.py": b"",
+        "app/main.py": MAIN,
+        "app-1.2.3.dist-info/METADATA": b"Metadata-Version: 2.1\nName: app\nVersion: 1.2.3\n",
+        "app-1.2.3.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{n},sha256={_hash(d)},{len(d)}\n" for n, d in files.items())
+    record += "app-1.2.3.dist-info/RECORD,,\n"
+    files["app-1.2.3.dist-info/RECORD"] = record.encode()
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            # A fixed time: the wheel is made anew for each build and must not differ.
+            wheel.writestr(zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0)), data)
+    return path
+
+
+class StandIn:
+    """Installs like `resolve`: the wheel unpacked plus a dependency, native when asked."""
+
+    def __init__(self, native: bool = True) -> None:
+        self.native = native
+        self.calls: list[str] = []
+
+    def __call__(
+        self,
+        wheel: Path,
+        platform: str,
+        python: str,
+        dest: Path,
+        *,
+        env: Mapping[str, str],
+        log: Path,
+        requirements: Path | None = None,
+    ) -> Resolution:
+        self.calls.append(platform)
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(dest)
+        arch = platform.split("/")[1] if self.native else "any"
+        (dest / "dep").mkdir()
+        (dest / "dep" / "__init__.py").write_text("VALUE = 1\n")
+        (dest / "dep" / f"_speed.{arch}.so").write_bytes(arch.encode())
+        info = dest / "dep-2.0.dist-info"
+        info.mkdir()
+        (info / "RECORD").write_text(f"dep/__init__.py,,\ndep/_speed.{arch}.so,,\n")
+        dists = (Distribution("app", "1.2.3", True), Distribution("dep", "2.0", not self.native))
+        return Resolution(platform, dest, dists, not self.native)
+
+
+def _base(root: Path) -> None:
+    store = BlobStore(root / "base-store")
+    images = []
+    for platform in ("linux/amd64", "linux/arm64/v8"):
+        layer = write_layer([Entry("etc/os-release", data=b"ID=debian\n")], store, EPOCH)
+        config = Config(env=("PATH=/usr/bin:/bin", "LANG=C.UTF-8"), cmd=("python3",))
+        images.append(append_layer(Image(Platform.parse(platform), config=config), layer))
+    write_layout(root / "base", make_index(images), ref="3.11")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    _base(tmp_path)
+    return tmp_path
+
+
+def _ctx(root: Path, dist: str = "dist") -> BuildContext:
+    env = {"SHIPYARD_CACHE_DIR": str(root / "cache")}
+    return BuildContext(root, root / dist, Stamp("1.2.3", "abc123", False, EPOCH), "3.11", env)
+
+
+def _action(root: Path, base: str | None = "oci-layout:base") -> Action:
+    # Read-only mappings, as the manifest loader makes them.
+    settings = ImageSettings(
+        base=base,
+        user="65532",
+        workdir="/srv",
+        env=MappingProxyType({"LOG_LEVEL": "info"}),
+        labels=MappingProxyType({"team": "x"}),
+    )
+    return Action(
+        "image:app",
+        "image",
+        ("app",),
+        root / "src",
+        PLATFORMS,
+        ("wheel:src",),
+        entrypoint="app.main:main",
+        image=settings,
+    )
+
+
+def _deps(root: Path) -> tuple[Artifact, ...]:
+    wheel = _wheel(root)
+    return (Artifact(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel.stat().st_size),)
+
+
+def _names(layer: Layer) -> dict[str, int]:
+    with tarfile.open(layer.path, "r:gz") as tar:
+        return {m.name: m.mode for m in tar.getmembers() if m.isfile()}
+
+
+def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) -> None:
+    resolver = StandIn()
+    outcome = ImageBuilder(resolver).build(_action(repo), _ctx(repo), _deps(repo))
+    assert sorted(resolver.calls) == sorted(PLATFORMS)
+    paths = {a.path.relative_to(repo).as_posix() for a in outcome.outputs}
+    assert {"dist/images/app/index.json", "dist/images/app/oci-layout"} <= paths
+    assert {"dist/images/app-1.2.3-linux_amd64.tar", "dist/images/app-1.2.3-linux_arm64.tar"} <= (
+        paths
+    )
+    found = read_layout(repo / "dist" / "images" / "app", [Platform.parse(p) for p in PLATFORMS])
+    for platform, (image, _) in found.items():
+        _, deps, app = image.layers
+        assert _names(deps) == {
+            "opt/app/site/dep/__init__.py": 0o644,
+            f"opt/app/site/dep/_speed.{platform.architecture}.so": 0o644,
+            "opt/app/site/dep-2.0.dist-info/RECORD": 0o644,
+        }
+        assert _names(app) == {
+            "opt/app/bin/app": 0o755,
+            "opt/app/site/app/__init__.py": 0o644,
+            "opt/app/site/app/main.py": 0o644,
+            "opt/app/site/app-1.2.3.dist-info/METADATA": 0o644,
+            "opt/app/site/app-1.2.3.dist-info/RECORD": 0o644,
+            "opt/app/site/app-1.2.3.dist-info/WHEEL": 0o644,
+        }
+        config = image.config
+        assert config.entrypoint == ("/opt/app/bin/app",) and config.cmd is None
+        assert (config.user, config.working_dir) == ("65532", "/srv")
+        assert config.env == (
+            "PATH=/usr/bin:/bin:/opt/app/bin",
+            "LANG=C.UTF-8",
+            "PYTHONPATH=/opt/app/site",
+            "LOG_LEVEL=info",
+        )
+        labels = dict(config.labels)
+        assert labels["team"] == "x"
+        assert labels["org.opencontainers.image.revision"] == "abc123"
+        assert labels["org.opencontainers.image.version"] == "1.2.3"
+        assert labels["org.opencontainers.image.created"] == "2024-01-01T00:00:00Z"
+        assert labels["org.opencontainers.image.source"] == "src"
+        assert image.created == "2024-01-01T00:00:00Z"
+        assert [h.created_by for h in image.history][-2:] == [
+            "shipyard: app dependencies",
+            "shipyard: app 1.2.3",
+        ]
+    layout = repo / "dist" / "images" / "app"
+    (top,) = json.loads((layout / "index.json").read_bytes())["manifests"]
+    assert top["annotations"] == {"org.opencontainers.image.ref.name": "1.2.3"}
+    blobs = layout / "blobs" / "sha256"
+    index = json.loads((blobs / top["digest"][7:]).read_bytes())
+    assert index["annotations"]["org.opencontainers.image.version"] == "1.2.3"
+    assert "org.opencontainers.image.base.name" not in index["annotations"]
+    manifest = json.loads((blobs / index["manifests"][0]["digest"][7:]).read_bytes())
+    assert manifest["annotations"]["org.opencontainers.image.base.name"] == "oci-layout:base"
+    assert manifest["annotations"]["org.opencontainers.image.base.digest"].startswith("sha256:")
+
+
+def test_two_builds_give_identical_bytes(repo: Path) -> None:
+    first = ImageBuilder(StandIn()).build(_action(repo), _ctx(repo, "one"), _deps(repo))
+    second = ImageBuilder(StandIn()).build(_action(repo), _ctx(repo, "two"), _deps(repo))
+    a = {x.path.relative_to(repo / "one").as_posix(): x.sha256 for x in first.outputs}
+    b = {x.path.relative_to(repo / "two").as_posix(): x.sha256 for x in second.outputs}
+    differ = sorted(n for n in a.keys() | b.keys() if a.get(n) != b.get(n))
+    assert not differ, f"outputs differ between two builds: {differ}"
+    assert first.inputs == second.inputs
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_only_platforms_with_equal_sites_share_layers(repo: Path, native: bool) -> None:
+    ImageBuilder(StandIn(native=native)).build(_action(repo), _ctx(repo), _deps(repo))
+    found = read_layout(repo / "dist" / "images" / "app", [Platform.parse(p) for p in PLATFORMS])
+    amd, arm = (image for image, _ in found.values())
+    assert (amd.layers[1].descriptor == arm.layers[1].descriptor) is not native
+    assert amd.layers[2].descriptor == arm.layers[2].descriptor, "the app layer is pure"
+
+
+def test_missing_base_or_wheel_is_a_build_error(repo: Path) -> None:
+    with pytest.raises(BuildError, match="no base image"):
+        ImageBuilder(StandIn()).build(_action(repo, base=None), _ctx(repo), _deps(repo))
+    with pytest.raises(BuildError, match="no wheel"):
+        ImageBuilder(StandIn()).build(_action(repo), _ctx(repo), ())
+    docker = dataclasses.replace(_action(repo), image=ImageSettings(base="x", dockerfile="D"))
+    with pytest.raises(BuildError, match="Docker engine"):
+        ImageBuilder(StandIn()).build(docker, _ctx(repo), _deps(repo))
+    with pytest.raises(BuildError, match="does not exist"):
+        ImageBuilder(StandIn()).build(_action(repo, "oci-layout:gone"), _ctx(repo), _deps(repo))
+
+
+def test_the_key_follows_settings_and_base_but_not_the_output_folder(repo: Path) -> None:
+    builder = ImageBuilder(StandIn())
+    key = builder.key(_action(repo), _ctx(repo), _deps(repo))
+    assert key == builder.key(_action(repo), _ctx(repo, "elsewhere"), _deps(repo))
+    other = builder.key(_action(repo, "oci-layout:base,rootfs:x;linux/amd64"), _ctx(repo), ())
+    assert other != key
+    retagged = _action(repo)
+    assert retagged.image is not None
+    pushed = dataclasses.replace(retagged.image, tags=("other",), hubs=("127.0.0.1:5000/x",))
+    same = builder.key(dataclasses.replace(retagged, image=pushed), _ctx(repo), _deps(repo))
+    assert same == key, "where an image is pushed does not change what is built"
+
+
+def test_the_entry_script_runs_the_entry_point(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "app").mkdir(parents=True)
+    (site / "app" / "__init__.py").write_text("")
+    (site / "app" / "main.py").write_bytes(MAIN)
+    (tmp_path / "pth").mkdir()
+    (site / "extra.pth").write_text(str(tmp_path / "pth") + "\n")
+    script = tmp_path / "run"
+    script.write_bytes(entry_script("app.main:main", str(site)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "app says hi\n")
+    probe = entry_script("sys:exit", str(site)).replace(b"sys.exit(exit())", b"print(sys.path)")
+    script.write_bytes(probe)
+    path = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True
+    ).stdout
+    assert path.index(str(site)) < path.index(str(tmp_path / "pth")), ".pth dirs come after"
+
+
+def test_split_site_reads_record_including_quoted_names(tmp_path: Path) -> None:
+    info = tmp_path / "My.App-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text('my_app/x.py,,\n"my_app/a,b.py",,\n../../bin/tool,,\n')
+    (tmp_path / "other-1.0.dist-info").mkdir()
+    assert split_site(tmp_path, "my_app") == {
+        "my_app/x.py",
+        "my_app/a,b.py",
+        "My.App-1.0.dist-info/RECORD",
+    }
+
+
+def test_docker_archives_name_their_tags(repo: Path) -> None:
+    ImageBuilder(StandIn()).build(_action(repo), _ctx(repo), _deps(repo))
+    with tarfile.open(repo / "dist" / "images" / "app-1.2.3-linux_arm64.tar") as tar:
+        handle = tar.extractfile("manifest.json")
+        assert handle is not None
+        manifest = json.load(io.BytesIO(handle.read()))
+    assert manifest[0]["RepoTags"] == ["app:1.2.3", "app:1.2.3-linux_arm64"]
