@@ -1,0 +1,131 @@
+"""The build and validate stages: run the lead's build engine, then check what it made."""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from packaging.metadata import InvalidMetadata, Metadata
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from shipyard.build.engine import Artifact
+from shipyard.build.run import BuildOptions, execute
+from shipyard.errors import BuildError, UsageError
+from shipyard.oci.push import read_layout_image
+from shipyard.release.context import ReleaseContext
+
+__all__ = ["Build", "Validate", "check_wheel", "outputs_of"]
+
+_RESUMING = "resuming: publishing the release staged earlier"
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "AMD64": "amd64"}
+
+
+def outputs_of(ctx: ReleaseContext, kind: str) -> list[tuple[str, Artifact]]:
+    """(binary, artifact) for every output of the build's `kind` actions, in plan order."""
+    if ctx.build is None:
+        return []
+    return [
+        (r.action.binaries[0], a)
+        for r in ctx.build.results
+        if r.action.kind == kind
+        for a in r.outputs
+    ]
+
+
+class Build:
+    """Builds every output of the plan with the build engine (cache and all)."""
+
+    name = "build"
+
+    def skip(self, ctx: ReleaseContext) -> str | None:
+        """Skipped when resuming: the staged release is what gets published."""
+        return _RESUMING if ctx.resuming else None
+
+    def run(self, ctx: ReleaseContext) -> None:
+        """Build; any failed action fails the stage, naming it."""
+        options = BuildOptions(jobs=ctx.options.jobs, cache_dir=ctx.options.cache_dir)
+        ctx.build = execute(ctx.plan, ctx.stamp, ctx.builders, options, env=ctx.env)
+        if ctx.build.failed:
+            first = ctx.build.failed[0]
+            raise BuildError(
+                first.action.id,
+                f"{len(ctx.build.failed)} action(s) failed: {first.reason}",
+                log=first.log,
+            )
+
+
+def check_wheel(path: Path, version: str) -> None:
+    """Check a wheel's METADATA as `twine check` would, and that it carries `version`."""
+    name, wheel_version, _, _ = parse_wheel_filename(path.name)
+    with zipfile.ZipFile(path) as archive:
+        meta_name = next(
+            (n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)), None
+        )
+        if meta_name is None:
+            raise BuildError(f"wheel {path.name}", "no .dist-info/METADATA")
+        raw = archive.read(meta_name)
+    try:
+        meta = Metadata.from_email(raw, validate=True)
+    except (InvalidMetadata, ExceptionGroup) as exc:
+        raise BuildError(f"wheel {path.name}", f"invalid METADATA: {exc}") from None
+    if canonicalize_name(meta.name) != name or meta.version != wheel_version:
+        raise BuildError(
+            f"wheel {path.name}", f"METADATA says {meta.name} {meta.version}; the file name differs"
+        )
+    if meta.version != Version(version):
+        raise BuildError(f"wheel {path.name}", f"has version {meta.version}, release is {version}")
+
+
+def _runs_here(pyz: Path) -> bool:
+    arch = _ARCH.get(platform.machine(), platform.machine())
+    suffix = pyz.stem.rsplit("-", 1)[-1]
+    return not suffix.startswith(("linux", "darwin", "windows")) or arch in suffix
+
+
+class Validate:
+    """Smoke-runs zipapps, checks wheel metadata, and that every image has every platform."""
+
+    name = "validate"
+
+    def skip(self, ctx: ReleaseContext) -> str | None:
+        """Skipped when resuming (the staged release was validated when it was made)."""
+        return _RESUMING if ctx.resuming else None
+
+    def run(self, ctx: ReleaseContext) -> None:
+        """Raise BuildError naming the first artifact that fails."""
+        binaries = {b.name: b for b in ctx.plan.binaries}
+        for _, artifact in outputs_of(ctx, "wheel"):
+            if artifact.path.suffix == ".whl":
+                check_wheel(artifact.path, ctx.stamp.version)
+        for name, artifact in outputs_of(ctx, "zipapp"):
+            smoke = binaries[name].smoke
+            if artifact.path.suffix != ".pyz" or not smoke or not _runs_here(artifact.path):
+                continue
+            command = [sys.executable, str(artifact.path), *smoke]
+            try:
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=120, check=False
+                )
+            except subprocess.TimeoutExpired:
+                raise BuildError(f"smoke {name}", "timed out after 120s", command=command) from None
+            if done.returncode != 0:
+                detail = (done.stderr or done.stdout).strip()[-400:]
+                raise BuildError(
+                    f"smoke {name}", f"exit {done.returncode}: {detail}", command=command
+                )
+        for binary in ctx.image_binaries():
+            layout = ctx.dist / "images" / binary.name
+            try:
+                found = set(read_layout_image(layout).platforms)
+            except UsageError as exc:
+                raise BuildError(f"image {binary.name}", str(exc)) from None
+            missing = sorted(set(binary.platforms) - found)
+            if missing:
+                raise BuildError(
+                    f"image {binary.name}", f"{layout} lacks platform(s) {', '.join(missing)}"
+                )

@@ -1,0 +1,109 @@
+"""What every release stage shares: the options, the context it reads and fills, results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from shipyard.build.engine import Builder
+from shipyard.build.plan import Plan
+from shipyard.build.run import BuildRun
+from shipyard.manifest import Binary, Manifest
+from shipyard.oci.registry import Registry
+from shipyard.release.index import PackageIndex
+from shipyard.stamp import Stamp
+
+__all__ = ["ReleaseContext", "ReleaseOptions", "Stage", "StageResult", "StageStatus"]
+
+StageStatus = Literal["ran", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """What the user asked of a release (the CLI flags)."""
+
+    version: str | None = None  # None: from the manifest / git describe
+    snapshot: bool = False  # build and stage a dev version; publish nothing
+    dry_run: bool = False  # report every publish step; publish nothing
+    allow_dirty: bool = False
+    clean: bool = False  # replace an existing dist/release/<version>
+    jobs: int | None = None
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What happened to one stage: an outcome, never an exception."""
+
+    name: str
+    status: StageStatus
+    reason: str = ""
+    duration: float = 0.0
+
+
+@dataclass
+class ReleaseContext:
+    """The edge's decisions (read once) plus what earlier stages found, for later ones.
+
+    `stamp` is provisional until preflight has checked the version; `staged` is the
+    parsed release.json once the stage stage wrote it (or a resumed run read it).
+    """
+
+    manifest: Manifest
+    plan: Plan
+    stamp: Stamp
+    options: ReleaseOptions
+    env: Mapping[str, str]
+    builders: Mapping[str, Builder]
+    registry_for: Callable[[str], Registry]
+    index: PackageIndex | None
+    on_step: Callable[[str], None] = lambda _: None
+    build: BuildRun | None = None
+    staged: dict[str, Any] | None = None
+    resuming: bool = False
+    results: list[StageResult] = field(default_factory=list)
+
+    @property
+    def root(self) -> Path:
+        """The repository root."""
+        return self.manifest.root
+
+    @property
+    def dist(self) -> Path:
+        """The output folder, <root>/dist."""
+        return self.root / "dist"
+
+    @property
+    def release_dir(self) -> Path:
+        """dist/release/<version>; a dry run stages beside it, never in it."""
+        suffix = ".dry-run" if self.options.dry_run else ""
+        return self.dist / "release" / f"{self.stamp.version}{suffix}"
+
+    @property
+    def publishing(self) -> bool:
+        """False for snapshots: nothing leaves the machine."""
+        return not self.options.snapshot
+
+    def image_binaries(self) -> tuple[Binary, ...]:
+        """The selected binaries that have an image output."""
+        return tuple(b for b in self.plan.binaries if "image" in b.outputs)
+
+    def image_tags(self, binary: Binary) -> tuple[str, ...]:
+        """The version tag first (`+` -> `-`), then the manifest's tags, deduplicated."""
+        return tuple(dict.fromkeys((self.stamp.tag, *binary.image.tags)))
+
+
+class Stage(Protocol):
+    """One step of a release: a name, `run`, and `skip` returning a reason or None."""
+
+    name: str
+
+    def skip(self, ctx: ReleaseContext) -> str | None:
+        """Why this stage does not run for `ctx`, or None when it does."""
+        ...
+
+    def run(self, ctx: ReleaseContext) -> None:
+        """Do the stage's work; raise a ShipyardError on failure."""
+        ...

@@ -1,0 +1,135 @@
+"""Preflight: everything a release needs is checked before anything is built.
+
+The version, the git tag, the working tree, the staging folder, every hub and the
+package index with their credentials. A resumed release (dist/release/<version>
+has a publish journal) may find its own images on the hubs; publish checks those.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from shipyard.errors import UsageError
+from shipyard.oci.push import parse_hub
+from shipyard.oci.registry import RegistryError
+from shipyard.release.context import ReleaseContext
+from shipyard.release.journal import JOURNAL_NAME, Journal
+
+__all__ = ["RELEASED_STEP", "Preflight"]
+
+# The journal's last step: once recorded, the version is released.
+RELEASED_STEP = "release"
+
+
+def _git_tag_exists(ctx: ReleaseContext, tag: str) -> bool:
+    done = subprocess.run(
+        ["git", "-C", str(ctx.root), "rev-parse", "-q", "--verify", f"refs/tags/{tag}"],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+class Preflight:
+    """Checks version, tree, tags, staging folder, hubs and index; builds nothing."""
+
+    name = "preflight"
+
+    def skip(self, ctx: ReleaseContext) -> str | None:
+        """Never skipped: even a snapshot checks its version."""
+        return None
+
+    def run(self, ctx: ReleaseContext) -> None:
+        """Raise UsageError (exit 2) naming the first problem and its fix."""
+        try:
+            version = str(Version(ctx.stamp.version))
+        except InvalidVersion:
+            raise UsageError(
+                f"release version '{ctx.stamp.version}' is not a PEP 440 version; "
+                "use e.g. 1.4.0 or 1.4.0rc1"
+            ) from None
+        ctx.stamp = dataclasses.replace(ctx.stamp, version=version)
+        self._resume(ctx)
+        if ctx.stamp.dirty and not (ctx.options.allow_dirty or ctx.options.snapshot):
+            raise UsageError(
+                "the working tree has uncommitted changes; commit or stash them, "
+                "or pass --allow-dirty"
+            )
+        if ctx.publishing:
+            for tag in (f"v{version}", version):
+                if _git_tag_exists(ctx, tag):
+                    raise UsageError(
+                        f"version {version} is already released: git tag {tag} exists; "
+                        "choose a new version"
+                    )
+        folder = ctx.release_dir
+        restage = ctx.resuming or ctx.options.clean or ctx.options.snapshot or ctx.options.dry_run
+        if folder.exists() and not restage:
+            raise UsageError(f"{folder} already exists; remove it or pass --clean to stage again")
+        if ctx.publishing:
+            self._hubs(ctx)
+            self._index(ctx)
+
+    def _resume(self, ctx: ReleaseContext) -> None:
+        journal_path = ctx.release_dir / JOURNAL_NAME
+        if ctx.options.clean or not ctx.publishing or not journal_path.is_file():
+            return
+        journal = Journal(journal_path)
+        if journal.done(RELEASED_STEP):
+            raise UsageError(
+                f"version {ctx.stamp.version} is already released "
+                f"({journal_path} records it); choose a new version"
+            )
+        try:
+            staged: dict[str, Any] = json.loads((ctx.release_dir / "release.json").read_bytes())
+        except (OSError, ValueError):
+            raise UsageError(
+                f"{ctx.release_dir} has a publish journal but no readable release.json; "
+                "pass --clean to stage again"
+            ) from None
+        if staged.get("revision") != ctx.stamp.revision:
+            raise UsageError(
+                f"{ctx.release_dir} was staged from revision {staged.get('revision')}, "
+                f"this is {ctx.stamp.revision}; check it out, or pass --clean"
+            )
+        ctx.staged = staged
+        ctx.resuming = True
+
+    def _hubs(self, ctx: ReleaseContext) -> None:
+        for binary in ctx.image_binaries():
+            if not binary.image.hubs:
+                raise UsageError(f"{binary.name} has an image output but no image.hubs to push to")
+            for text in binary.image.hubs:
+                hub = parse_hub(text)
+                repo = hub.repository(binary.name)
+                try:
+                    client = ctx.registry_for(hub.host)
+                    client.ping()
+                    found = client.manifest_exists(repo, ctx.stamp.tag)
+                except RegistryError as exc:
+                    raise UsageError(
+                        f"hub {text}: {exc.detail}; log in (docker login {hub.host}) or set "
+                        "SHIPYARD_REGISTRY_USER/SHIPYARD_REGISTRY_PASSWORD"
+                    ) from None
+                if found is not None and not ctx.resuming:
+                    raise UsageError(
+                        f"version {ctx.stamp.version} is already released: "
+                        f"{hub.host}/{repo}:{ctx.stamp.tag} exists ({found}); choose a new version"
+                    )
+
+    def _index(self, ctx: ReleaseContext) -> None:
+        if not any(a.kind == "wheel" for a in ctx.plan.actions):
+            return
+        if "wheel" not in {o for b in ctx.plan.binaries for o in b.outputs}:
+            return  # wheels built only as inputs of zipapps and images are not published
+        if ctx.index is None:
+            raise UsageError(
+                "wheels are to be published but no package index is set; set SHIPYARD_INDEX_URL, "
+                "SHIPYARD_INDEX_USER and SHIPYARD_INDEX_PASSWORD"
+            )
+        ctx.index.check_credentials()

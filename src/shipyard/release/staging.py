@@ -1,0 +1,163 @@
+"""The stage stage: dist/release/<version>/ with artifacts, SBOMs, sums and release.json.
+
+The folder is assembled under a temporary name and renamed into place, so it
+exists whole or not at all. Publish reads only this folder, so a resumed release
+publishes exactly what was staged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import parse_wheel_filename
+
+from shipyard._fs import TEMP_PREFIX, atomic_write, sha256_file
+from shipyard.build.wheel import build_info
+from shipyard.oci.push import read_layout_image
+from shipyard.release.building import outputs_of
+from shipyard.release.context import ReleaseContext
+from shipyard.release.journal import JOURNAL_NAME
+from shipyard.release.sbom import resolve_requirements, sbom_json, wheel_requirements
+
+__all__ = ["RELEASE_JSON", "SUMS", "StageRelease", "changelog", "sha256sums"]
+
+RELEASE_JSON = "release.json"
+SUMS = "SHA256SUMS"
+_UNSUMMED = {SUMS, JOURNAL_NAME}
+
+
+def sha256sums(folder: Path) -> str:
+    """`sha256sum` output for every file under `folder` but the sums and the journal."""
+    lines = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if rel not in _UNSUMMED:
+            lines.append(f"{sha256_file(path)}  {rel}\n")
+    return "".join(lines)
+
+
+def _git(root: Path, *args: str) -> str | None:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def changelog(root: Path, project: str, version: str) -> str:
+    """CHANGELOG.md: `git log <previous tag>..HEAD --oneline` (all history with no tag)."""
+    previous = _git(root, "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", "HEAD")
+    span = f"{previous}..HEAD" if previous else "HEAD"
+    log = _git(root, "log", span, "--oneline", "--no-decorate") or ""
+    since = f"since {previous}" if previous else "(first release)"
+    lines = [f"# {project} {version}", "", f"Changes {since}:", ""]
+    lines += [f"- {line}" for line in log.splitlines()] or ["- (no commits)"]
+    return "\n".join(lines) + "\n"
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _file(folder: Path, rel: str, **extra: Any) -> dict[str, Any]:
+    path = folder / rel
+    return {**extra, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size}
+
+
+class StageRelease:
+    """Assembles dist/release/<version>/ atomically; named `stage` in the pipeline."""
+
+    name = "stage"
+
+    def skip(self, ctx: ReleaseContext) -> str | None:
+        """Skipped when resuming: the staged folder is already complete."""
+        return "resuming: dist/release/<version> is already staged" if ctx.resuming else None
+
+    def run(self, ctx: ReleaseContext) -> None:
+        """Write the folder under a temporary name, then rename it into place."""
+        target = ctx.release_dir
+        tmp = target.parent / f"{TEMP_PREFIX}{target.name}.{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            ctx.staged = self._fill(ctx, tmp)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _fill(self, ctx: ReleaseContext, tmp: Path) -> dict[str, Any]:
+        artifacts: list[dict[str, Any]] = []
+        wheel_of: dict[str, Path] = {}
+        for result in ctx.build.results if ctx.build else ():
+            for art in result.outputs:
+                if result.action.kind == "wheel" and art.path.suffix == ".whl":
+                    wheel_of.update(dict.fromkeys(result.action.binaries, art.path))
+        for _, art in outputs_of(ctx, "wheel"):
+            if art.path.suffix == ".whl":
+                (tmp / "wheels").mkdir(exist_ok=True)
+                shutil.copy2(art.path, tmp / "wheels" / art.path.name)
+                tags = parse_wheel_filename(art.path.name)[3]
+                platform = ".".join(sorted(str(t) for t in tags))
+                artifacts.append(
+                    _file(tmp, f"wheels/{art.path.name}", kind="wheel", platform=platform)
+                )
+        for owner, art in outputs_of(ctx, "zipapp"):
+            if art.path.suffix == ".pyz":
+                (tmp / "zipapps").mkdir(exist_ok=True)
+                shutil.copy2(art.path, tmp / "zipapps" / art.path.name)
+                rel = f"zipapps/{art.path.name}"
+                artifacts.append(_file(tmp, rel, kind="zipapp", binary=owner, platform="any"))
+        for binary in ctx.image_binaries():
+            rel = f"images/{binary.name}"
+            shutil.copytree(ctx.dist / rel, tmp / rel, copy_function=_link_or_copy)
+            image = read_layout_image(tmp / rel)
+            artifacts.append(
+                {
+                    "kind": "image",
+                    "binary": binary.name,
+                    "path": rel,
+                    "digest": image.root[0],
+                    "media_type": image.root[1],
+                    "platform": list(image.platforms),
+                    "hubs": list(binary.image.hubs),
+                    "tags": list(ctx.image_tags(binary)),
+                }
+            )
+        for binary in ctx.plan.binaries:
+            wheel = wheel_of.get(binary.name)
+            if wheel is None:
+                continue
+            deps = resolve_requirements(
+                wheel_requirements(wheel), python=ctx.manifest.project.python
+            )
+            text = sbom_json(binary.name, ctx.stamp.version, deps, epoch=ctx.stamp.epoch)
+            rel = f"sbom/{binary.name}.cdx.json"
+            atomic_write(tmp / rel, text.encode())
+            artifacts.append(_file(tmp, rel, kind="sbom", binary=binary.name, platform="any"))
+        notes = changelog(ctx.root, ctx.manifest.project.name, ctx.stamp.version)
+        atomic_write(tmp / "CHANGELOG.md", notes.encode())
+        staged: dict[str, Any] = {
+            "schema": 1,
+            "project": ctx.manifest.project.name,
+            "version": ctx.stamp.version,
+            "tag": ctx.stamp.tag,
+            "revision": ctx.stamp.revision,
+            "snapshot": ctx.options.snapshot,
+            "build": build_info(ctx.stamp),
+            "artifacts": artifacts,
+        }
+        atomic_write(tmp / RELEASE_JSON, (json.dumps(staged, indent=2) + "\n").encode())
+        atomic_write(tmp / SUMS, sha256sums(tmp).encode())
+        if ctx.publishing and not ctx.options.dry_run:
+            (tmp / JOURNAL_NAME).touch()  # marks the folder as a release to resume
+        return staged

@@ -1,0 +1,430 @@
+"""Whole releases of a two-binary example to two loopback registries and a pypiserver.
+
+Images come from a stand-in image builder that writes small valid two-platform
+OCI layouts (deterministic per binary and version) until the daemonless image
+builder is in shipyard.build.BUILDERS; wheels come from the real wheel builder.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+
+from shipyard._fs import sha256_file
+from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
+from shipyard.build.plan import Action
+from shipyard.build.wheel import WheelBuilder
+from shipyard.errors import UsageError
+from shipyard.oci.auth import Credentials
+from shipyard.oci.registry import Registry
+from shipyard.release import ReleaseContext, ReleaseOptions, prepare_release, release
+from tests.integration.conftest import Services
+from tests.integration.registries import (
+    PASSWORD,
+    USER,
+    ExtraRegistry,
+    free_port,
+    running_registry,
+    write_htpasswd,
+)
+from tests.integration.test_push import make_layout, skopeo_raw
+
+pytestmark = [pytest.mark.integration, pytest.mark.requires("registry", "skopeo")]
+
+REPO = Path(__file__).resolve().parents[2]
+INDEX_USER, INDEX_PASSWORD = "uploader", "index-secret-7"
+PLATFORMS = ("linux/amd64", "linux/arm64")
+# The shared registry outlives a test run: every run pushes under its own prefix.
+RUN = uuid.uuid4().hex[:8]
+# pypiserver imports passlib, which breaks on bcrypt>=4.1 (installed for the registry
+# tests); without bcrypt it falls back to the {SHA} htpasswd scheme used here.
+PYPISERVER = (
+    "import sys; sys.modules['bcrypt'] = None; "
+    "from pypiserver.__main__ import main; sys.exit(main())"
+)
+
+
+class LayoutImageBuilder:
+    """Stand-in for the image builder: a two-platform layout in dist/images/<binary>/."""
+
+    kind = "image"
+
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        return f"{action.id}@{ctx.stamp.version}"
+
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        layout = ctx.dist / "images" / action.binaries[0]
+        shutil.rmtree(layout, ignore_errors=True)
+        make_layout(layout, action.platforms, f"{action.id}@{ctx.stamp.version}")
+        index = layout / "index.json"
+        artifact = Artifact(index, sha256_file(index), index.stat().st_size)
+        return Outcome(self.key(action, ctx, deps), (artifact,))
+
+
+BUILDERS: dict[str, Builder] = {"wheel": WheelBuilder(), "image": LayoutImageBuilder()}
+
+MANIFEST = """\
+schema: 1
+project: {name: mesh, version: git, python: "3.11"}
+defaults:
+  outputs: [wheel, image]
+  platforms: [linux/amd64, linux/arm64]
+  image:
+    hubs: ["${HUB_A}", "${HUB_B}"]
+    tags: [latest]
+binaries:
+  meshctl: {source: ctl, entrypoint: "meshctl.cli:main"}
+  mesh-agent: {source: agent, entrypoint: "meshagent.main:main"}
+"""
+
+
+@dataclass(frozen=True)
+class PackageServer:
+    """A running pypiserver: upload URL and where its packages land."""
+
+    url: str
+    packages: Path
+
+
+@dataclass(frozen=True)
+class Hubs:
+    """The two registries: the shared one and one that requires basic auth."""
+
+    open: str
+    basic: ExtraRegistry
+
+
+@pytest.fixture(scope="module")
+def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageServer]:
+    folder = tmp_path_factory.mktemp("pypiserver")
+    packages = folder / "packages"
+    packages.mkdir()
+    sha1 = base64.b64encode(hashlib.sha1(INDEX_PASSWORD.encode()).digest()).decode()
+    (folder / "htpasswd").write_text(f"{INDEX_USER}:{{SHA}}{sha1}\n")
+    port = free_port()
+    command = [sys.executable, "-c", PYPISERVER, "run", "-p", str(port), "-i", "127.0.0.1"]
+    command += ["-a", "update", "-P", str(folder / "htpasswd"), "--hash-algo", "sha256"]
+    with (folder / "log").open("wb") as log:
+        process = subprocess.Popen([*command, str(packages)], stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(100):
+            try:
+                requests.get(url + "simple/", timeout=2)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        else:
+            pytest.fail(f"pypiserver did not start: {(folder / 'log').read_text()}")
+        yield PackageServer(url, packages)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def hubs(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hubs]:
+    folder = tmp_path_factory.mktemp("release-registry")
+    write_htpasswd(folder / "htpasswd", USER, PASSWORD)
+    with running_registry(folder / "registry", htpasswd=folder / "htpasswd") as basic:
+        yield Hubs(services.registry, basic)
+
+
+def make_repo(target: Path) -> Path:
+    """A git repository with the meshctl and mesh-agent examples and the manifest."""
+    for name in ("ctl", "agent"):
+        shutil.copytree(REPO / "examples" / "mesh" / name, target / name)
+    (target / "binaries.yaml").write_text(MANIFEST)
+    (target / ".gitignore").write_text("/dist/\n")
+    git = ["git", "-C", str(target), "-c", "user.email=t@t.invalid", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "mesh: first"], check=True)
+    (target / "ctl" / "NOTES.txt").write_text("second\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "ctl: notes"], check=True)
+    return target
+
+
+def release_env(hubs: Hubs, index: PackageServer, prefix: str) -> dict[str, str]:
+    """The environment a release runs in: hubs, registry and index credentials."""
+    user_var = "SHIPYARD_REGISTRY_" + hubs.basic.host.replace(".", "_").replace(":", "_")
+    return {
+        **os.environ,
+        "HUB_A": f"{hubs.open}/{prefix}",
+        "HUB_B": f"{hubs.basic.host}/{prefix}",
+        f"{user_var}_USER": USER,
+        f"{user_var}_PASSWORD": PASSWORD,
+        "SHIPYARD_INDEX_URL": index.url,
+        "SHIPYARD_INDEX_USER": INDEX_USER,
+        "SHIPYARD_INDEX_PASSWORD": INDEX_PASSWORD,
+    }
+
+
+def context(
+    repo: Path,
+    env: Mapping[str, str],
+    options: ReleaseOptions,
+    lines: list[str] | None = None,
+) -> ReleaseContext:
+    """A release context for `repo` with the stand-in image builder."""
+    return prepare_release(
+        repo / "binaries.yaml",
+        options,
+        env=env,
+        builders=BUILDERS,
+        on_step=(lines.append if lines is not None else lambda _: None),
+    )
+
+
+def tag_digests(hubs: Hubs, prefix: str, tags: tuple[str, ...]) -> dict[str, str | None]:
+    """image:tag -> digest (None when absent) on both hubs."""
+    found: dict[str, str | None] = {}
+    for host, creds in ((hubs.open, None), (hubs.basic.host, Credentials(USER, PASSWORD))):
+        client = Registry(host, credentials=creds)
+        for binary in ("meshctl", "mesh-agent"):
+            for tag in tags:
+                found[f"{host}/{prefix}/{binary}:{tag}"] = client.manifest_exists(
+                    f"{prefix}/{binary}", tag
+                )
+    return found
+
+
+def index_files(index: PackageServer) -> set[str]:
+    """The files the package index holds."""
+    return {p.name for p in index.packages.iterdir()}
+
+
+def test_release_publishes_everything_and_verifies(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = release_env(hubs, pypiserver, f"rel-full-{RUN}")
+    lines: list[str] = []
+    ctx = context(repo, env, ReleaseOptions(version="1.0.0"), lines)
+    seen: list[str] = []
+    problems: list[str] = []
+    stop = threading.Event()
+    watcher = Registry(hubs.open)
+
+    def poll() -> None:  # a tag must never name an index with a platform missing
+        while not stop.is_set():
+            data = None
+            if watcher.manifest_exists(f"rel-full-{RUN}/meshctl", "1.0.0") is not None:
+                data, _, digest = watcher.get_manifest(f"rel-full-{RUN}/meshctl", "1.0.0")
+                seen.append(digest)
+            if data is None:
+                continue
+            entries = json.loads(data)["manifests"]
+            if len(entries) != len(PLATFORMS):
+                problems.append(f"{len(entries)} platforms")
+            for entry in entries:
+                if watcher.manifest_exists(f"rel-full-{RUN}/meshctl", entry["digest"]) is None:
+                    problems.append(f"{entry['digest']} missing")
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    try:
+        release(ctx)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert [(r.name, r.status) for r in ctx.results] == [
+        ("preflight", "ran"),
+        ("build", "ran"),
+        ("validate", "ran"),
+        ("stage", "ran"),
+        ("publish", "ran"),
+        ("verify", "ran"),
+    ]
+    folder = repo / "dist" / "release" / "1.0.0"
+    staged = json.loads((folder / "release.json").read_text())
+    assert staged["revision"] == ctx.stamp.revision
+    images = {a["binary"]: a for a in staged["artifacts"] if a["kind"] == "image"}
+    assert sorted(images) == ["mesh-agent", "meshctl"]
+    assert problems == []
+    assert set(seen) <= {images["meshctl"]["digest"]}
+    # skopeo, an independent client, sees every tag on both hubs.
+    for binary, art in images.items():
+        for hub, creds in ((hubs.open, None), (hubs.basic.host, f"{USER}:{PASSWORD}")):
+            for tag in ("1.0.0", "latest"):
+                raw = skopeo_raw(f"{hub}/rel-full-{RUN}/{binary}:{tag}", creds)
+                assert "sha256:" + hashlib.sha256(raw).hexdigest() == art["digest"]
+    # SHA256SUMS checks out with sha256sum from the folder.
+    check = subprocess.run(
+        ["sha256sum", "--strict", "-c", "SHA256SUMS"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "release.json: OK" in check.stdout
+    # The SBOMs are valid CycloneDX; mesh-agent's lists PyYAML.
+    validator = JsonStrictValidator(SchemaVersion.V1_6)
+    for binary in ("meshctl", "mesh-agent"):
+        text = (folder / "sbom" / f"{binary}.cdx.json").read_text()
+        assert validator.validate_str(text) is None
+    agent = json.loads((folder / "sbom" / "mesh-agent.cdx.json").read_text())
+    assert [c["name"].lower() for c in agent["components"]] == ["pyyaml"]
+    assert "ctl: notes" in (folder / "CHANGELOG.md").read_text()
+    # pip installs the wheels from the index.
+    wheels = sorted(a["path"] for a in staged["artifacts"] if a["kind"] == "wheel")
+    assert len(wheels) == 2
+    target = tmp_path / "installed"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target)]
+    pip += ["--index-url", pypiserver.url + "simple/", "--no-cache-dir", "meshctl==1.0.0"]
+    done = subprocess.run(
+        pip,
+        check=False,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PIP_FIND_LINKS": "",
+            "PIP_EXTRA_INDEX_URL": "",
+            "PIP_CONFIG_FILE": os.devnull,
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    assert any(p.name.startswith("meshctl-1.0.0") for p in target.iterdir())
+    # Released: a second run stops in preflight, before building anything.
+    with pytest.raises(UsageError, match="already released"):
+        release(context(repo, env, ReleaseOptions(version="1.0.0")))
+
+
+def _no_wheels(repo: Path) -> bool:
+    return not list((repo / "dist").rglob("*.whl"))
+
+
+@pytest.mark.parametrize(
+    "problem", ["registry-password", "index-password", "dirty", "pep440", "tagged"]
+)
+def test_preflight_fails_before_anything_is_built(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path, problem: str
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = release_env(hubs, pypiserver, f"rel-pre-{problem}-{RUN}")
+    version = "2.0.0"
+    if problem == "registry-password":
+        user_var = next(k for k in env if k.endswith("_PASSWORD") and "REGISTRY" in k)
+        env[user_var] = "wrong"
+    elif problem == "index-password":
+        env["SHIPYARD_INDEX_PASSWORD"] = "wrong"
+    elif problem == "dirty":
+        (repo / "ctl" / "NOTES.txt").write_text("changed\n")
+    elif problem == "pep440":
+        version = "2.0.0-banana!"
+    else:
+        subprocess.run(["git", "-C", str(repo), "tag", "v2.0.0"], check=True)
+    ctx = context(repo, env, ReleaseOptions(version=version))
+    with pytest.raises(UsageError) as caught:
+        release(ctx)
+    assert caught.value.exit_code == 2
+    assert [(r.name, r.status) for r in ctx.results][:2] == [
+        ("preflight", "failed"),
+        ("build", "skipped"),
+    ]
+    assert _no_wheels(repo)
+    assert not (repo / "dist" / "release").exists()
+
+
+def test_snapshot_and_dry_run_publish_nothing(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    env = release_env(hubs, pypiserver, f"rel-nothing-{RUN}")
+    before_index = index_files(pypiserver)
+    before_tags = tag_digests(hubs, f"rel-nothing-{RUN}", ("3.0.0", "latest"))
+    assert set(before_tags.values()) == {None}
+    snap = context(repo, env, ReleaseOptions(version="3.0.0", snapshot=True))
+    release(snap)
+    assert ".dev" in snap.stamp.version
+    assert [r.status for r in snap.results] == ["ran"] * 4 + ["skipped"] * 2
+    assert (repo / "dist" / "release" / snap.stamp.version / "release.json").is_file()
+    lines: list[str] = []
+    dry = context(repo, env, ReleaseOptions(version="3.0.0", dry_run=True), lines)
+    release(dry)
+    assert sum(line.startswith("would push image") for line in lines) == 4  # 2 images x 2 hubs
+    assert sum(line.startswith("would upload wheel") for line in lines) == 2
+    assert tag_digests(hubs, f"rel-nothing-{RUN}", ("3.0.0", "latest")) == before_tags
+    assert index_files(pypiserver) == before_index
+    assert not (repo / "dist" / "release" / "3.0.0").exists()
+
+
+RUNNER = """
+import json, sys
+from pathlib import Path
+from shipyard.release import ReleaseOptions, prepare_release, release
+from tests.integration.test_release import BUILDERS
+ctx = prepare_release(
+    Path(sys.argv[1]) / "binaries.yaml", ReleaseOptions(version=sys.argv[2]),
+    builders=BUILDERS, on_step=lambda line: print(line, flush=True),
+)
+release(ctx)
+"""
+
+
+def test_killed_publish_resumes_without_uploading_twice(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+) -> None:
+    import random
+
+    repo = make_repo(tmp_path / "repo")
+    env = release_env(hubs, pypiserver, f"rel-kill-{RUN}")
+    rng = random.Random(1234)
+    killed = 0
+    for trial in range(10):
+        version = f"4.0.{trial}"
+        journal = repo / "dist" / "release" / version / "publish.journal"
+        process = subprocess.Popen(
+            [sys.executable, "-c", RUNNER, str(repo), version],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not journal.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.6))
+        if process.poll() is None:
+            process.kill()
+            killed += 1
+        first = process.communicate()[0].splitlines()
+        lines: list[str] = []
+        ctx = context(repo, env, ReleaseOptions(version=version), lines)
+        release(ctx)
+        uploads = [
+            line
+            for line in first + lines
+            if line.startswith(("pushed blob", "pushed manifest", "uploaded wheel", "tagged"))
+        ]
+        assert len(uploads) == len(set(uploads)), f"trial {trial}: uploaded twice: {uploads}"
+        staged = json.loads((journal.parent / "release.json").read_text())
+        for art in staged["artifacts"]:
+            if art["kind"] == "image":
+                digests = tag_digests(hubs, f"rel-kill-{RUN}", (art["tags"][0],))
+                mine = {k: v for k, v in digests.items() if f"/{art['binary']}:" in k}
+                assert set(mine.values()) == {art["digest"]}, f"trial {trial}: {mine}"
+            if art["kind"] == "wheel":
+                served = pypiserver.packages / Path(art["path"]).name
+                assert sha256_file(served) == art["sha256"]
+    assert killed >= 5, "too few runs were killed mid-way to test resuming"

@@ -1,0 +1,63 @@
+"""publish.journal: durable appends, torn lines from a kill, resume decisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from shipyard.release import Journal
+from shipyard.release.publish import publish_steps
+
+
+def test_records_survive_a_new_reader(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "publish.journal")
+    journal.record("image h/a@sha256:1", digest="sha256:1")
+    journal.record("wheel a-1-py3-none-any.whl", sha256="ff")
+    again = Journal(tmp_path / "publish.journal")
+    assert again.steps == ("image h/a@sha256:1", "wheel a-1-py3-none-any.whl")
+    assert again.done("wheel a-1-py3-none-any.whl")
+    assert not again.done("wheel b-1-py3-none-any.whl")
+    assert again.get("image h/a@sha256:1") == {"step": "image h/a@sha256:1", "digest": "sha256:1"}
+
+
+def test_a_torn_last_line_is_ignored_and_the_next_record_is_whole(tmp_path: Path) -> None:
+    path = tmp_path / "publish.journal"
+    path.write_bytes(b'{"step":"one"}\n{"step":"tw')  # killed mid-write
+    journal = Journal(path)
+    assert journal.steps == ("one",)
+    journal.record("two")
+    lines = path.read_bytes().splitlines()
+    assert json.loads(lines[-1]) == {"step": "two"}
+    assert Journal(path).steps == ("one", "two")
+
+
+def test_missing_journal_means_nothing_done(tmp_path: Path) -> None:
+    assert Journal(tmp_path / "none").steps == ()
+
+
+def test_publish_steps_cover_every_hub_then_every_wheel() -> None:
+    staged = {
+        "artifacts": [
+            {"kind": "wheel", "path": "wheels/a-1-py3-none-any.whl"},
+            {"kind": "image", "binary": "a", "digest": "sha256:d", "hubs": ["h1/x", "h2/y"]},
+            {"kind": "sbom", "path": "sbom/a.cdx.json"},
+        ]
+    }
+    assert publish_steps(staged) == [
+        "image h1/x/a@sha256:d",
+        "image h2/y/a@sha256:d",
+        "wheel a-1-py3-none-any.whl",
+    ]
+
+
+def test_resume_runs_only_the_steps_not_journalled(tmp_path: Path) -> None:
+    staged = {
+        "artifacts": [
+            {"kind": "image", "binary": "a", "digest": "sha256:d", "hubs": ["h1/x", "h2/y"]},
+            {"kind": "wheel", "path": "wheels/a-1-py3-none-any.whl"},
+        ]
+    }
+    journal = Journal(tmp_path / "publish.journal")
+    journal.record("image h1/x/a@sha256:d")
+    todo = [s for s in publish_steps(staged) if not journal.done(s)]
+    assert todo == ["image h2/y/a@sha256:d", "wheel a-1-py3-none-any.whl"]
