@@ -8,7 +8,7 @@ PYTHON ?= python3
 TARGET ?= standard
 BIN     = $(VENV)/bin
 
-.PHONY: help build test lint services clean
+.PHONY: help build test lint services docker push release clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -21,11 +21,25 @@ $(BIN)/shipyard: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $@
 
-build: $(BIN)/shipyard ## build the TARGET group (default: standard) into dist/
+BASE = .shipyard/base/python-3.11/index.json
+
+$(BASE): # the Python base image, built from Debian packages with mmdebstrap (cached)
+	bash scripts/services.sh --base
+
+build: $(BIN)/shipyard $(BASE) ## build the TARGET group (default: standard) into dist/
 	$(BIN)/invoke build --target=$(TARGET)
 
 test: services $(BIN)/shipyard ## start services, then run lint, typecheck, unit, integration
 	SHIPYARD_REQUIRE_SERVICES=$${SHIPYARD_REQUIRE_SERVICES:-1} $(BIN)/nox -s test
+
+docker: $(BIN)/shipyard $(BASE) ## build the TARGET group's images (dist/images/)
+	$(BIN)/invoke build --target=$(TARGET) --output=image
+
+push: $(BIN)/shipyard ## push the TARGET group's built images to every hub
+	$(BIN)/invoke push --target=$(TARGET)
+
+release: $(BIN)/shipyard ## release VERSION (make release VERSION=1.4.0)
+	$(BIN)/invoke release --version=$(VERSION)
 
 lint: $(BIN)/shipyard ## ruff check and format check
 	$(BIN)/nox -s lint

@@ -10,7 +10,8 @@
 # then write .shipyard/services.env for the tests and the tools.
 #
 # Idempotent: every step checks first and does nothing when already done.
-# Usage: scripts/services.sh [--stop | --help]     (as root)
+# Usage: scripts/services.sh [--base | --stop | --help]     (as root)
+#   --base: only the Python base image as an OCI layout (no dockerd, no registry)
 #
 # Environment (all optional):
 #   SHIPYARD_REGISTRY_PORT   registry port on 127.0.0.1            (5000)
@@ -359,6 +360,7 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0
 case "${1:-}" in
     "") ;;
     --stop) MODE=stop ;;
+    --base) MODE=base ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option: $1 (try --help)" ;;
 esac
@@ -410,6 +412,7 @@ else
     log "packages present"
 fi
 
+if [ "$MODE" != base ]; then
 # ---------------------------------------------------------------------------
 # 2. Docker engine
 # ---------------------------------------------------------------------------
@@ -499,6 +502,8 @@ EOF
     log "registry answering at http://$REGISTRY/v2/"
 fi
 
+fi  # not --base
+
 # ---------------------------------------------------------------------------
 # 4. binfmt: run linux/arm64 binaries through qemu-user-static
 # ---------------------------------------------------------------------------
@@ -577,6 +582,28 @@ for arch in "${ARCHES[@]}"; do
         log "built $tar_path ($(du -h "$tar_path" | cut -f1), $((SECONDS - t0))s)"
     fi
 done
+
+if [ "$MODE" = base ]; then
+    # No registry: write the two-arch base straight into the OCI layout.
+    BASE_LAYOUT=$(realpath -m "$BASE_LAYOUT")
+    if [ -f "$BASE_LAYOUT/index.json" ]; then
+        log "OCI layout present: $BASE_LAYOUT"
+    else
+        arch_tars=()
+        for arch in "${ARCHES[@]}"; do
+            arch_tars+=("$arch=$CACHE_DIR/python-$PY_VERSION-$arch.tar")
+        done
+        mkdir -p "$(dirname "$BASE_LAYOUT")"
+        tmp_layout=$(dirname "$BASE_LAYOUT")/.$(basename "$BASE_LAYOUT").tmp.$$
+        rm -rf "$tmp_layout"
+        py oci-build "$tmp_layout" "$BASE_TAG" "$SOURCE_DATE_EPOCH" "${arch_tars[@]}"
+        rm -rf "$BASE_LAYOUT"
+        mv "$tmp_layout" "$BASE_LAYOUT"
+        log "wrote the linux/amd64 + linux/arm64 base to $BASE_LAYOUT"
+    fi
+    log "base ready in $((SECONDS - START))s"
+    exit 0
+fi
 
 # ---------------------------------------------------------------------------
 # 6. Multi-arch base image in the registry and as an OCI layout

@@ -95,11 +95,14 @@ class Display:
             for column in ("action", "status", "time", "output"):
                 table.add_column(column)
             for r in results:
-                output = ", ".join(a.path.name for a in r.outputs)
+                output = ", ".join(a.path.name for a in r.outputs if "blobs" not in a.path.parts)
                 output = output or (r.reason.splitlines() or [""])[0]
                 table.add_row(r.action.id, r.status, f"{r.duration:.1f}s", output)
             self.console.print(table)
             return
         for r in results:
-            outputs = " ".join(f"{a.path.name} sha256:{a.sha256[:12]}" for a in r.outputs)
+            shown = [a for a in r.outputs if "blobs" not in a.path.parts]  # image layouts
+            outputs = " ".join(f"{a.path.name} sha256:{a.sha256[:12]}" for a in shown[:3])
+            if len(r.outputs) > 3:
+                outputs += f" (+{len(r.outputs) - min(3, len(shown))} more)"
             print(f"{r.status:<7} {r.action.id:<40} {r.duration:6.1f}s {outputs}", file=self.stream)

@@ -50,14 +50,14 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def publish_file(source: Path, path: Path) -> None:
-    """Move a finished file into place atomically (copying first across file systems)."""
+def publish_file(source: Path, path: Path, mode: int = 0o644) -> None:
+    """Copy a finished file into place atomically, with `mode`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -31,18 +31,24 @@ def test_two_shards_then_a_merge_that_builds_nothing(tmp_path: Path, services: S
     origin = copy_worktree(tmp_path / "origin")
     remote = f"--cache=oci://{services.registry}/shipyard-cache/{uuid.uuid4().hex[:12]}"
     single = clone(origin, tmp_path / "single")
-    done = shipyard(single, "build", f"--cache-dir={tmp_path / 'single-cache'}")
+    selection = ("--target=standard", "--output=wheel,zipapp")
+    done = shipyard(single, "build", *selection, f"--cache-dir={tmp_path / 'single-cache'}")
     assert done.returncode == 0, done.stderr
     shards: dict[str, str] = {}
     for i in (1, 2):
         machine = clone(origin, tmp_path / f"shard{i}")
         run = shipyard(
-            machine, "build", f"--shard={i}/2", remote, f"--cache-dir={tmp_path / f'cache{i}'}"
+            machine,
+            "build",
+            *selection,
+            f"--shard={i}/2",
+            remote,
+            f"--cache-dir={tmp_path / f'cache{i}'}",
         )
         assert run.returncode == 0, run.stderr
         shards.update({a: s for a, s in _statuses(machine).items() if s == "built"})
     merge = clone(origin, tmp_path / "merge")
-    final = shipyard(merge, "build", remote, f"--cache-dir={tmp_path / 'empty-cache'}")
+    final = shipyard(merge, "build", *selection, remote, f"--cache-dir={tmp_path / 'empty-cache'}")
     assert final.returncode == 0, final.stderr
     statuses = _statuses(merge)
     assert set(statuses.values()) == {"cached"}, statuses

@@ -1,9 +1,11 @@
 """The build half of shipyard: plan, engine and the builders of each output kind."""
 
+from shipyard.build.dockerfile import ImageKinds
 from shipyard.build.engine import Artifact, BuildContext, Builder, Event, Outcome, Result, run_plan
 from shipyard.build.plan import Action, Plan, Selection, Skip, host_os, make_plan, split_flag
 from shipyard.build.report import report_json, write_report
 from shipyard.build.wheel import WheelBuilder
+from shipyard.build.zipapp import ZipappBuilder
 
 __all__ = [
     "BUILDERS",
@@ -18,6 +20,7 @@ __all__ = [
     "Selection",
     "Skip",
     "WheelBuilder",
+    "ZipappBuilder",
     "host_os",
     "make_plan",
     "report_json",
@@ -27,4 +30,8 @@ __all__ = [
 ]
 
 # Builders by output kind; an unknown kind fails loudly in run_plan.
-BUILDERS: dict[str, Builder] = {"wheel": WheelBuilder()}
+BUILDERS: dict[str, Builder] = {
+    "wheel": WheelBuilder(),
+    "zipapp": ZipappBuilder(),
+    "image": ImageKinds(),
+}

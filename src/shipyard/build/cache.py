@@ -72,7 +72,7 @@ class ActionCache:
                 and target.stat().st_size == entry["size"]
                 and sha256_file(target) == entry["sha256"]
             ):
-                publish_file(blob, target)
+                publish_file(blob, target, entry.get("mode", 0o644))
             restored.append(Artifact(target, entry["sha256"], entry["size"]))
         os.utime(self._entry(key))  # recently used: pruned last
         return tuple(restored)
@@ -87,7 +87,12 @@ class ActionCache:
             "key": key,
             "stored": int(time.time()),
             "outputs": [
-                {"path": str(a.path.relative_to(repo)), "sha256": a.sha256, "size": a.size}
+                {
+                    "path": str(a.path.relative_to(repo)),
+                    "sha256": a.sha256,
+                    "size": a.size,
+                    "mode": a.path.stat().st_mode & 0o755,  # a zipapp stays executable
+                }
                 for a in outputs
             ],
         }

@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard.errors import UsageError
-from shipyard.manifest import OUTPUT_KINDS, PLATFORMS, Binary, Manifest, did_you_mean
+from shipyard.manifest import (
+    OUTPUT_KINDS,
+    PLATFORMS,
+    Binary,
+    Image,
+    Manifest,
+    Zipapp,
+    did_you_mean,
+)
 
 __all__ = ["Action", "Plan", "Selection", "Skip", "host_os", "make_plan", "shard", "split_flag"]
 
@@ -58,6 +66,10 @@ class Action:
     # Other binaries' sources inside this one (say, examples under the repository
     # root): separate projects, so their files are not this action's inputs.
     nested: tuple[Path, ...] = ()
+    entrypoint: str = ""  # module:function (zipapps and images)
+    image: Image | None = None  # the binary's merged image settings (images)
+    zipapp: Zipapp | None = None  # the binary's merged zipapp settings (zipapps)
+    requirements: Path | None = None  # a hash-pinned lock file to install from
 
     def to_json(self, root: Path) -> dict[str, object]:
         """A JSON-ready view with repository-relative paths."""
@@ -176,7 +188,16 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
             if kind in outputs and platforms:
                 action_id = f"{kind}:{binary.name}"
                 actions[action_id] = Action(
-                    action_id, kind, (binary.name,), binary.source, platforms, (wheel_id,)
+                    action_id,
+                    kind,
+                    (binary.name,),
+                    binary.source,
+                    platforms,
+                    (wheel_id,),
+                    entrypoint=binary.entrypoint,
+                    image=binary.image if kind == "image" else None,
+                    zipapp=binary.zipapp if kind == "zipapp" else None,
+                    requirements=binary.requirements,
                 )
         if "wheel" not in outputs and not any(a.deps == (wheel_id,) for a in actions.values()):
             del actions[wheel_id]

@@ -26,6 +26,7 @@ ARTIFACT_TYPE = "application/vnd.shipyard.action.v1+json"
 _EMPTY = b"{}"
 _EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 _TITLE = "org.opencontainers.image.title"
+_MODE = "dev.shipyard.mode"  # octal; a zipapp stays executable
 
 
 def parse_cache_url(url: str) -> tuple[str, str]:
@@ -61,7 +62,7 @@ class RemoteCache:
                 blob = Path(tmp) / layer["digest"].removeprefix("sha256:")
                 self.registry.pull_blob(self.repository, layer["digest"], blob, size=layer["size"])
                 target = repo / relative
-                publish_file(blob, target)
+                publish_file(blob, target, int(layer["annotations"].get(_MODE, "644"), 8))
                 restored.append(
                     Artifact(target, layer["digest"].removeprefix("sha256:"), layer["size"])
                 )
@@ -83,7 +84,10 @@ class RemoteCache:
                         "mediaType": "application/octet-stream",
                         "digest": digest,
                         "size": artifact.size,
-                        "annotations": {_TITLE: str(artifact.path.relative_to(repo))},
+                        "annotations": {
+                            _TITLE: str(artifact.path.relative_to(repo)),
+                            _MODE: f"{artifact.path.stat().st_mode & 0o755:o}",
+                        },
                     }
                 )
         manifest = {

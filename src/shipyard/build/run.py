@@ -61,9 +61,15 @@ def execute(
     """
     root = plan.manifest.root
     dist = root / "dist"
-    ctx = BuildContext(
-        root, dist, stamp, plan.manifest.project.python, dict(os.environ if env is None else env)
-    )
+    build_env = dict(os.environ if env is None else env)
+    if options.cache_dir is not None:
+        # Builders with caches of their own (base image blobs) keep them beside ours.
+        build_env["SHIPYARD_CACHE_DIR"] = str(options.cache_dir)
+    build_env = dict(os.environ if env is None else env)
+    if options.cache_dir is not None:
+        # Builders with caches of their own (base image blobs) keep them beside ours.
+        build_env["SHIPYARD_CACHE_DIR"] = str(options.cache_dir)
+    ctx = BuildContext(root, dist, stamp, plan.manifest.project.python, build_env)
     chosen: dict[str, Builder] = dict(builders)
     if options.cache_dir is not None:
         cache: OutputCache = ActionCache(options.cache_dir)

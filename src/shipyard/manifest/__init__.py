@@ -12,6 +12,7 @@ from shipyard.manifest._types import (
     Image,
     Manifest,
     Project,
+    Zipapp,
     did_you_mean,
     find_manifest,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "Image",
     "Manifest",
     "Project",
+    "Zipapp",
     "did_you_mean",
     "find_manifest",
     "json_schema",

@@ -17,6 +17,7 @@ __all__ = [
     "ImageDoc",
     "ManifestDoc",
     "ProjectDoc",
+    "ZipappDoc",
 ]
 
 # Names become file names, image repositories and PEP 508 names, so they use the
@@ -61,6 +62,16 @@ class ImageDoc(_Strict):
     )
 
 
+class ZipappDoc(_Strict):
+    """How a binary's zipapp is made."""
+
+    shebang: str | None = Field(None, description="Interpreter line (default /usr/bin/env python3)")
+    compress: bool | None = Field(None, description="Deflate entries (default true)")
+    compile: bool | None = Field(
+        None, description="Ship .pyc files; shipyard must run the target Python (default false)"
+    )
+
+
 class DefaultsDoc(_Strict):
     """Keys merged under every binary; a binary's own keys win."""
 
@@ -68,6 +79,7 @@ class DefaultsDoc(_Strict):
     platforms: list[Platform] | None = Field(default=None, min_length=1)
     host: list[HostOS] | None = Field(default=None, min_length=1)
     image: ImageDoc | None = None
+    zipapp: ZipappDoc | None = None
     smoke: list[str] | None = None
 
 
@@ -84,6 +96,10 @@ class BinaryDoc(_Strict):
     )
     host: list[HostOS] | None = Field(None, min_length=1, description="Host OSes that may build it")
     image: ImageDoc | None = None
+    zipapp: ZipappDoc | None = None
+    requirements: str | None = Field(
+        None, description="Hash-pinned lock file (uv pip compile --generate-hashes) to install"
+    )
     smoke: list[str] | None = Field(None, description="Arguments of a smoke run, e.g. [--version]")
 
 

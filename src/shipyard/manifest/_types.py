@@ -26,6 +26,7 @@ __all__ = [
     "Image",
     "Manifest",
     "Project",
+    "Zipapp",
     "did_you_mean",
     "find_manifest",
     "manifest_from_json",
@@ -67,6 +68,15 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Zipapp:
+    """A binary's zipapp settings after defaults are merged in."""
+
+    shebang: str = "/usr/bin/env python3"
+    compress: bool = True
+    compile: bool = False
+
+
+@dataclass(frozen=True)
 class Binary:
     """One program to ship, with every default applied and paths resolved."""
 
@@ -78,6 +88,8 @@ class Binary:
     host: tuple[str, ...]
     image: Image
     smoke: tuple[str, ...]
+    zipapp: Zipapp = Zipapp()
+    requirements: Path | None = None
 
     @property
     def module(self) -> str:
@@ -138,6 +150,8 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
                 "platforms": list(b.platforms),
                 "host": list(b.host),
                 "smoke": list(b.smoke),
+                "zipapp": vars(b.zipapp),
+                "requirements": str(b.requirements) if b.requirements else None,
                 "image": {
                     **{k: getattr(b.image, k) for k in ("base", "user", "workdir", "dockerfile")},
                     "hubs": list(b.image.hubs),
@@ -164,6 +178,8 @@ def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
             platforms=tuple(b["platforms"]),
             host=tuple(b["host"]),
             smoke=tuple(b["smoke"]),
+            zipapp=Zipapp(**b["zipapp"]),
+            requirements=Path(b["requirements"]) if b["requirements"] else None,
             image=Image(
                 base=image["base"],
                 hubs=tuple(image["hubs"]),

@@ -12,13 +12,14 @@ from pydantic import BaseModel, ValidationError
 
 from shipyard.errors import ManifestError, Problem
 from shipyard.manifest._expand import expand
-from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc
+from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc, ZipappDoc
 from shipyard.manifest._types import (
     ALL_GROUP,
     Binary,
     Image,
     Manifest,
     Project,
+    Zipapp,
     did_you_mean,
 )
 from shipyard.manifest._yaml import KeyPath, Positions, load_yaml
@@ -248,7 +249,51 @@ def _binary(
         host=tuple(doc.host or d.host or _DEFAULT_HOSTS),
         image=_merge_image(d.image, doc.image),
         smoke=tuple(doc.smoke if doc.smoke is not None else d.smoke or ()),
+        zipapp=_merge_zipapp(d.zipapp, doc.zipapp),
+        requirements=_requirements(name, doc, root, base, positions, problems),
     )
+
+
+def _merge_zipapp(default: ZipappDoc | None, own: ZipappDoc | None) -> Zipapp:
+    merged: dict[str, Any] = {}
+    for doc in (default, own):
+        if doc is not None:
+            merged.update(doc.model_dump(exclude_none=True))
+    return Zipapp(**merged)
+
+
+def _requirements(
+    name: str,
+    doc: BinaryDoc,
+    root: Path,
+    base: Path,
+    positions: Positions,
+    problems: list[Problem],
+) -> Path | None:
+    if doc.requirements is None:
+        return None
+    path = (base / doc.requirements).resolve()
+    where = positions.node(("binaries", name, "requirements")).value
+    key = f"binaries.{name}.requirements"
+    if not path.is_relative_to(root):
+        problems.append(
+            Problem(
+                where,
+                key,
+                f"'{doc.requirements}' leaves the repository ({root})",
+                "point at a lock file inside the repository",
+            )
+        )
+    elif not path.is_file():
+        problems.append(
+            Problem(
+                where,
+                key,
+                f"no lock file at '{doc.requirements}'",
+                "create it, e.g. uv pip compile --generate-hashes",
+            )
+        )
+    return path
 
 
 def _resolve_groups(
