@@ -178,7 +178,7 @@ def _build(args: argparse.Namespace) -> int:
         display.summary(run.results)
     for result in run.failed:
         print(f"shipyard: {result.reason}", file=sys.stderr)
-    return 1 if run.failed else 0
+    return run.exit_code
 
 
 def _size(text: str) -> int:

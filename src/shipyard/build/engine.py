@@ -68,6 +68,7 @@ class Result:
     log: Path | None = None
     started: float = 0.0  # seconds since the build began, for the trace
     worker: int = 0
+    exit_code: int = 0  # for a failure: 2 when the cause was bad input (say, credentials)
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,8 @@ def _run_one(
     try:
         outcome = builder.build(action, ctx, deps)
     except BuildError as exc:
+        cause = exc.__cause__
+        code = cause.exit_code if isinstance(cause, ShipyardError) else exc.exit_code
         return Result(
             action,
             "failed",
@@ -124,6 +127,7 @@ def _run_one(
             log=exc.log,
             started=start - t0,
             worker=worker,
+            exit_code=code,
         )
     return Result(
         action,

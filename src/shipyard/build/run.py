@@ -39,6 +39,11 @@ class BuildRun:
     report: Path
 
     @property
+    def exit_code(self) -> int:
+        """0, or 2 if any failure came from bad input, else 1."""
+        return max((r.exit_code for r in self.failed), default=0)
+
+    @property
     def failed(self) -> tuple[Result, ...]:
         """The actions that failed."""
         return tuple(r for r in self.results if r.status == "failed")
