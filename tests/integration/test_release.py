@@ -120,6 +120,7 @@ def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageServ
     port = free_port()
     command = [sys.executable, "-c", PYPISERVER, "run", "-p", str(port), "-i", "127.0.0.1"]
     command += ["-a", "update", "-P", str(folder / "htpasswd"), "--hash-algo", "sha256"]
+    command += ["--disable-fallback"]  # loopback only: never redirect to a public index
     with (folder / "log").open("wb") as log:
         process = subprocess.Popen([*command, str(packages)], stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}/"

@@ -80,8 +80,11 @@ class PackageIndex:
     def find(self, filename: str) -> str | None:
         """The download URL of `filename` on the index, or None."""
         page = urljoin(self.simple_url, _project(filename) + "/")
-        resp = self.session.get(page, timeout=30)
-        if resp.status_code == 404:
+        # Never follow a redirect: pypiserver and proxies send unknown projects to
+        # another index, and what this index lacks is "not there", not a question
+        # for somebody else's server.
+        resp = self.session.get(page, timeout=30, allow_redirects=False)
+        if resp.status_code == 404 or resp.is_redirect:
             return None
         if resp.status_code != 200:
             raise PackageIndexError(f"{page}: HTTP {resp.status_code}")
