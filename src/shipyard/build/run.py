@@ -88,8 +88,19 @@ def execute(
     with exclusive(dist / ".lock"):
         remove_stale_temps(dist)
         reset()
-        results = run_plan(
-            plan, ctx, chosen, jobs=options.jobs, keep_going=options.keep_going, on_event=on_event
-        )
+        try:
+            results = run_plan(
+                plan,
+                ctx,
+                chosen,
+                jobs=options.jobs,
+                keep_going=options.keep_going,
+                on_event=on_event,
+            )
+        except KeyboardInterrupt:
+            # Builders remove their temporaries as they unwind; a worker caught
+            # between steps may not, so sweep under the lock we still hold.
+            remove_stale_temps(dist)
+            raise
         report = write_report(plan, results, ctx)
     return BuildRun(plan, ctx, tuple(results), report)
