@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
@@ -44,10 +47,15 @@ def run_logged(
 
 
 def terminate_all(grace: float = 5.0) -> None:
-    """End every running build subprocess (SIGTERM, then SIGKILL after `grace` seconds)."""
+    """End every running build subprocess and everything it started.
+
+    The backend and installer a front end starts would outlive it and keep
+    writing temporaries, so the whole tree is ended (found through /proc).
+    """
     with _lock:
         _stopping.set()
         processes = list(_running)
+    trees = {process.pid: _descendants(process.pid) for process in processes}
     for process in processes:
         process.terminate()
     for process in processes:
@@ -55,6 +63,25 @@ def terminate_all(grace: float = 5.0) -> None:
             process.wait(grace)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
+        for pid in trees[process.pid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
 
 
 def reset() -> None:
