@@ -94,3 +94,32 @@ def bench(session: nox.Session) -> None:
     for script in sorted(os.listdir("benchmarks")):
         if script.endswith(".py") and not script.startswith("_"):
             session.run("python", f"benchmarks/{script}", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def fuzz(session: nox.Session) -> None:
+    """Property-based manifest fuzzing: at least 10,000 generated manifests (hypothesis)."""
+    _install(session)
+    session.run(
+        "pytest",
+        "tests/fuzz",
+        "-p",
+        "no:cacheprovider",
+        *session.posargs,
+        env={"SHIPYARD_FUZZ_EXAMPLES": os.environ.get("SHIPYARD_FUZZ_EXAMPLES", "10000")},
+    )
+
+
+@nox.session(python=PYTHON)
+def reliability(session: nox.Session) -> None:
+    """Run every reliability test (faults, fuzz, hostile input, crashes); write docs/reliability.md."""
+    _install(session)
+    log = os.path.join(session.create_tmp(), "reliability.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    env = {
+        "SHIPYARD_RELIABILITY_LOG": log,
+        "SHIPYARD_FUZZ_EXAMPLES": os.environ.get("SHIPYARD_FUZZ_EXAMPLES", "10000"),
+    }
+    session.run("pytest", "-m", "reliability", "tests", *session.posargs, env=env)
+    session.run("python", "scripts/reliability_report.py", log, "docs/reliability.md")
