@@ -112,7 +112,7 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def reliability(session: nox.Session) -> None:
-    """Run every reliability test (faults, fuzz, hostile input, crashes); write docs/reliability.md."""
+    """Every reliability test (faults, fuzz, hostile input, crashes) -> docs/reliability.md."""
     _install(session)
     log = os.path.join(session.create_tmp(), "reliability.jsonl")
     if os.path.exists(log):
