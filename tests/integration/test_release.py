@@ -1,8 +1,10 @@
 """Whole releases of a two-binary example to two loopback registries and a pypiserver.
 
-Images come from a stand-in image builder that writes small valid two-platform
-OCI layouts (deterministic per binary and version) until the daemonless image
-builder is in shipyard.build.BUILDERS; wheels come from the real wheel builder.
+The full release uses shipyard's real builders (wheels, zipapps, images from the
+base layout) and smoke-runs zipapps and host-platform images. The tests that
+exercise preflight and publish (twenty killed publishes among them) use a
+stand-in image builder that writes small valid two-platform OCI layouts,
+deterministic per binary and version, so each trial does not rebuild images.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +31,17 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from shipyard._fs import sha256_file
+from shipyard.build import BUILDERS as REAL_BUILDERS
 from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
 from shipyard.build.plan import Action
 from shipyard.build.wheel import WheelBuilder
-from shipyard.errors import UsageError
+from shipyard.errors import BuildError, UsageError
 from shipyard.oci.auth import Credentials
+from shipyard.oci.push import Publisher
 from shipyard.oci.registry import Registry
 from shipyard.release import ReleaseContext, ReleaseOptions, prepare_release, release
+from shipyard.release.pipeline import PIPELINE, run_pipeline
+from shipyard.release.publish import PublishError
 from tests.integration.conftest import Services
 from tests.integration.registries import (
     PASSWORD,
@@ -44,6 +52,7 @@ from tests.integration.registries import (
     write_htpasswd,
 )
 from tests.integration.test_push import make_layout, skopeo_raw
+from tests.reliability import record
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("registry", "skopeo")]
 
@@ -86,6 +95,24 @@ defaults:
   outputs: [wheel, image]
   platforms: [linux/amd64, linux/arm64]
   image:
+    hubs: ["${HUB_A}", "${HUB_B}"]
+    tags: [latest]
+binaries:
+  meshctl: {source: ctl, entrypoint: "meshctl.cli:main"}
+  mesh-agent: {source: agent, entrypoint: "meshagent.main:main"}
+"""
+
+
+# The real thing: wheels, zipapps and images, smoke-run in validate.
+REAL_MANIFEST = """\
+schema: 1
+project: {name: mesh, version: git, python: "3.11"}
+defaults:
+  outputs: [wheel, zipapp, image]
+  platforms: [linux/amd64, linux/arm64]
+  smoke: [--version]
+  image:
+    base: "oci-layout:${BASE_LAYOUT}"
     hubs: ["${HUB_A}", "${HUB_B}"]
     tags: [latest]
 binaries:
@@ -147,11 +174,11 @@ def hubs(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield Hubs(services.registry, basic)
 
 
-def make_repo(target: Path) -> Path:
+def make_repo(target: Path, manifest: str = MANIFEST) -> Path:
     """A git repository with the meshctl and mesh-agent examples and the manifest."""
     for name in ("ctl", "agent"):
         shutil.copytree(REPO / "examples" / "mesh" / name, target / name)
-    (target / "binaries.yaml").write_text(MANIFEST)
+    (target / "binaries.yaml").write_text(manifest)
     (target / ".gitignore").write_text("/dist/\n")
     git = ["git", "-C", str(target), "-c", "user.email=t@t.invalid", "-c", "user.name=t"]
     subprocess.run([*git, "init", "-q"], check=True)
@@ -183,13 +210,14 @@ def context(
     env: Mapping[str, str],
     options: ReleaseOptions,
     lines: list[str] | None = None,
+    builders: Mapping[str, Builder] = BUILDERS,
 ) -> ReleaseContext:
-    """A release context for `repo` with the stand-in image builder."""
+    """A release context for `repo`, by default with the stand-in image builder."""
     return prepare_release(
         repo / "binaries.yaml",
         options,
         env=env,
-        builders=BUILDERS,
+        builders=builders,
         on_step=(lines.append if lines is not None else lambda _: None),
     )
 
@@ -212,13 +240,15 @@ def index_files(index: PackageServer) -> set[str]:
     return {p.name for p in index.packages.iterdir()}
 
 
+@pytest.mark.requires("registry", "skopeo", "base-layout", "docker")
 def test_release_publishes_everything_and_verifies(
-    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+    services: Services, hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
 ) -> None:
-    repo = make_repo(tmp_path / "repo")
+    repo = make_repo(tmp_path / "repo", REAL_MANIFEST)
     env = release_env(hubs, pypiserver, f"rel-full-{RUN}")
+    env["BASE_LAYOUT"] = str(services.base_layout)
     lines: list[str] = []
-    ctx = context(repo, env, ReleaseOptions(version="1.0.0"), lines)
+    ctx = context(repo, env, ReleaseOptions(version="1.0.0"), lines, REAL_BUILDERS)
     seen: list[str] = []
     problems: list[str] = []
     stop = threading.Event()
@@ -261,6 +291,23 @@ def test_release_publishes_everything_and_verifies(
     assert sorted(images) == ["mesh-agent", "meshctl"]
     assert problems == []
     assert set(seen) <= {images["meshctl"]["digest"]}
+    # Validate smoke-ran every zipapp that runs here and each host-platform image.
+    smoked = [line for line in lines if line.startswith(("smoke ", "image smoke "))]
+    assert any(x.startswith("smoke meshctl-1.0.0") and "1.0.0" in x for x in smoked), lines
+    assert any(x.startswith("smoke mesh-agent-1.0.0-linux_amd64.pyz") for x in smoked), lines
+    for binary in ("meshctl", "mesh-agent"):
+        assert any(
+            x.startswith(f"image smoke {binary} (linux/amd64)") and "1.0.0" in x for x in smoked
+        ), lines
+    zipapps = sorted(Path(a["path"]).name for a in staged["artifacts"] if a["kind"] == "zipapp")
+    assert zipapps == [
+        "mesh-agent-1.0.0-linux_amd64.pyz",
+        "mesh-agent-1.0.0-linux_arm64.pyz",
+        "meshctl-1.0.0.pyz",
+    ]
+    for art in images.values():  # the image builder names arm64's variant, as docker does
+        assert sorted(art["platform"]) == ["linux/amd64", "linux/arm64/v8"]
+        assert [m["platform"] for m in art["manifests"]] == art["platform"]
     # skopeo, an independent client, sees every tag on both hubs.
     for binary, art in images.items():
         for hub, creds in ((hubs.open, None), (hubs.basic.host, f"{USER}:{PASSWORD}")):
@@ -382,6 +429,7 @@ release(ctx)
 """
 
 
+@pytest.mark.reliability
 def test_killed_publish_resumes_without_uploading_twice(
     hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
 ) -> None:
@@ -391,7 +439,9 @@ def test_killed_publish_resumes_without_uploading_twice(
     env = release_env(hubs, pypiserver, f"rel-kill-{RUN}")
     rng = random.Random(1234)
     killed = 0
-    for trial in range(10):
+    trials = 20
+    resumed_steps = 0
+    for trial in range(trials):
         version = f"4.0.{trial}"
         journal = repo / "dist" / "release" / version / "publish.journal"
         process = subprocess.Popen(
@@ -419,6 +469,7 @@ def test_killed_publish_resumes_without_uploading_twice(
             if line.startswith(("pushed blob", "pushed manifest", "uploaded wheel", "tagged"))
         ]
         assert len(uploads) == len(set(uploads)), f"trial {trial}: uploaded twice: {uploads}"
+        resumed_steps += sum(line.startswith("journalled ") for line in lines)
         staged = json.loads((journal.parent / "release.json").read_text())
         for art in staged["artifacts"]:
             if art["kind"] == "image":
@@ -428,4 +479,85 @@ def test_killed_publish_resumes_without_uploading_twice(
             if art["kind"] == "wheel":
                 served = pypiserver.packages / Path(art["path"]).name
                 assert sha256_file(served) == art["sha256"]
-    assert killed >= 5, "too few runs were killed mid-way to test resuming"
+    assert killed >= trials // 2, "too few runs were killed mid-way to test resuming"
+    record(
+        "release publish killed and re-run",
+        area="crash",
+        cases=trials,
+        injected="SIGKILL at a random moment of publish (0-0.6 s after the journal appears)",
+        result=(
+            f"{killed} of {trials} runs killed mid-publish; every re-run finished, no upload "
+            f"twice, {resumed_steps} journalled steps skipped, tags and index match release.json"
+        ),
+        figures={"killed": killed, "journalled_steps_skipped": resumed_steps},
+    )
+
+
+@pytest.mark.requires("registry", "base-layout")
+def test_a_failing_smoke_run_stops_the_release_in_validate(
+    services: Services, hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+) -> None:
+    manifest = REAL_MANIFEST.replace("[wheel, zipapp, image]", "[wheel, zipapp]")
+    manifest = manifest.replace("smoke: [--version]", "smoke: [--no-such-flag]")
+    repo = make_repo(tmp_path / "repo", manifest)
+    env = release_env(hubs, pypiserver, f"rel-smoke-{RUN}")
+    env["BASE_LAYOUT"] = str(services.base_layout)
+    before = index_files(pypiserver)
+    ctx = context(repo, env, ReleaseOptions(version="5.0.0"), builders=REAL_BUILDERS)
+    with pytest.raises(BuildError, match=r"smoke meshctl|smoke mesh-agent") as caught:
+        release(ctx)
+    assert "--no-such-flag" in " ".join(caught.value.command or ())
+    assert [(r.name, r.status) for r in ctx.results] == [
+        ("preflight", "ran"),
+        ("build", "ran"),
+        ("validate", "failed"),
+        ("stage", "skipped"),
+        ("publish", "skipped"),
+        ("verify", "skipped"),
+    ]
+    assert not (repo / "dist" / "release" / "5.0.0").exists()
+    assert index_files(pypiserver) == before
+
+
+@pytest.mark.parametrize("kind", ["image", "wheel"])
+def test_an_existing_different_artifact_is_a_clear_error(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path, kind: str
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    prefix = f"rel-differ-{kind}-{RUN}"
+    env = release_env(hubs, pypiserver, prefix)
+    version = "6.0.0" if kind == "image" else "6.0.1"
+    ctx = context(repo, env, ReleaseOptions(version=version))
+    run_pipeline(ctx, PIPELINE[:4])  # preflight, build, validate, stage
+    folder = repo / "dist" / "release" / version
+    staged = json.loads((folder / "release.json").read_text())
+    if kind == "image":  # someone else pushes the version tag between preflight and publish
+        other = tmp_path / "other"
+        theirs = make_layout(other, PLATFORMS, f"someone else's {version}")
+        Publisher(Registry).push("meshctl", other, [f"{hubs.open}/{prefix}"], [version])
+        expected = rf"meshctl:{version} already exists with {theirs}"
+    else:  # the index already holds another file under the wheel's name
+        wheel = next(Path(a["path"]).name for a in staged["artifacts"] if a["kind"] == "wheel")
+        changed = tmp_path / "changed" / wheel
+        changed.parent.mkdir()
+        changed.write_bytes((folder / "wheels" / wheel).read_bytes())
+        with zipfile.ZipFile(changed, "a") as archive:
+            archive.comment = b"a different build"
+        assert ctx.index is not None
+        ctx.index.upload(changed)
+        expected = rf"already has {re.escape(wheel)} with sha256 {sha256_file(changed)}"
+    with pytest.raises(PublishError, match=expected) as caught:
+        run_pipeline(ctx, PIPELINE[4:])
+    assert "release a new version" in str(caught.value) or "released differently" in str(
+        caught.value
+    )
+    # Nothing staged is lost; the other artifact is untouched.
+    assert json.loads((folder / "release.json").read_text()) == staged
+    check = subprocess.run(
+        ["sha256sum", "--strict", "-c", "SHA256SUMS"], cwd=folder, capture_output=True, check=False
+    )
+    assert check.returncode == 0
+    if kind == "image":
+        assert Registry(hubs.open).manifest_exists(f"{prefix}/meshctl", version) == theirs
+    else:
+        assert sha256_file(pypiserver.packages / wheel) == sha256_file(changed)

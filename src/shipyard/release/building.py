@@ -16,6 +16,7 @@ from packaging.version import Version
 from shipyard.build.engine import Artifact
 from shipyard.build.run import BuildOptions, execute
 from shipyard.errors import BuildError, UsageError
+from shipyard.oci.model import Platform
 from shipyard.oci.push import read_layout_image
 from shipyard.release.context import ReleaseContext
 
@@ -87,6 +88,67 @@ def _runs_here(pyz: Path) -> bool:
     return not suffix.startswith(("linux", "darwin", "windows")) or arch in suffix
 
 
+def _host_platform() -> str:
+    return f"linux/{_ARCH.get(platform.machine(), platform.machine())}"
+
+
+def _smoke_images(ctx: ReleaseContext) -> None:
+    """Run each image's smoke arguments in its host-platform image, when Docker is reachable.
+
+    The image is loaded from the build's `docker load` tarball and run with no
+    network. Without a Docker engine the smoke runs are skipped, and each skip
+    is reported through `ctx.on_step` (a release needs no Docker engine).
+    """
+    host = _host_platform()
+    tarball_suffix = f"-{host.replace('/', '_')}.tar"
+    wanted = [
+        (name, artifact)
+        for name, artifact in outputs_of(ctx, "image")
+        if artifact.path.name.endswith(tarball_suffix) and ctx.binary(name).smoke
+    ]
+    if not wanted:
+        return
+    import docker
+    from docker.errors import ContainerError, DockerException
+
+    try:
+        client = docker.from_env(environment=dict(ctx.env))
+        client.ping()
+    except DockerException as exc:
+        for name, _ in wanted:
+            ctx.on_step(f"image smoke skipped for {name}: no Docker engine ({exc})")
+        return
+    try:
+        for name, artifact in wanted:
+            smoke = list(ctx.binary(name).smoke)
+            try:
+                with artifact.path.open("rb") as handle:
+                    (image, *_) = client.images.load(handle)
+                output = client.containers.run(
+                    image,
+                    smoke,
+                    network_mode="none",
+                    platform=host,
+                    remove=True,
+                    stdout=True,
+                    stderr=True,
+                )
+            except ContainerError as exc:
+                raw: object = exc.stderr or b""
+                text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+                raise BuildError(
+                    f"image smoke {name}",
+                    f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",
+                    command=["docker", "run", "--network", "none", str(image.id), *smoke],
+                ) from None
+            except DockerException as exc:
+                raise BuildError(f"image smoke {name}", f"Docker failed: {exc}") from None
+            said = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+            ctx.on_step(f"image smoke {name} ({host}): {said.strip()[:200]}")
+    finally:
+        client.close()
+
+
 class Validate:
     """Smoke-runs zipapps, checks wheel metadata, and that every image has every platform."""
 
@@ -98,12 +160,11 @@ class Validate:
 
     def run(self, ctx: ReleaseContext) -> None:
         """Raise BuildError naming the first artifact that fails."""
-        binaries = {b.name: b for b in ctx.plan.binaries}
         for _, artifact in outputs_of(ctx, "wheel"):
             if artifact.path.suffix == ".whl":
                 check_wheel(artifact.path, ctx.stamp.version)
         for name, artifact in outputs_of(ctx, "zipapp"):
-            smoke = binaries[name].smoke
+            smoke = ctx.binary(name).smoke
             if artifact.path.suffix != ".pyz" or not smoke or not _runs_here(artifact.path):
                 continue
             command = [sys.executable, str(artifact.path), *smoke]
@@ -118,13 +179,18 @@ class Validate:
                 raise BuildError(
                     f"smoke {name}", f"exit {done.returncode}: {detail}", command=command
                 )
+            ctx.on_step(f"smoke {artifact.path.name}: {done.stdout.strip()[:200]}")
+        _smoke_images(ctx)
         for binary in ctx.image_binaries():
             layout = ctx.dist / "images" / binary.name
             try:
                 found = set(read_layout_image(layout).platforms)
             except UsageError as exc:
                 raise BuildError(f"image {binary.name}", str(exc)) from None
-            missing = sorted(set(binary.platforms) - found)
+            have = [Platform.parse(text) for text in found]
+            missing = sorted(
+                p for p in binary.platforms if not any(Platform.parse(p).matches(h) for h in have)
+            )
             if missing:
                 raise BuildError(
                     f"image {binary.name}", f"{layout} lacks platform(s) {', '.join(missing)}"

@@ -86,6 +86,10 @@ class ReleaseContext:
         """False for snapshots: nothing leaves the machine."""
         return not self.options.snapshot
 
+    def binary(self, name: str) -> Binary:
+        """The selected binary called `name`."""
+        return next(b for b in self.plan.binaries if b.name == name)
+
     def image_binaries(self) -> tuple[Binary, ...]:
         """The selected binaries that have an image output."""
         return tuple(b for b in self.plan.binaries if "image" in b.outputs)

@@ -71,6 +71,13 @@ def _file(folder: Path, rel: str, **extra: Any) -> dict[str, Any]:
     return {**extra, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size}
 
 
+def _zipapp_platform(name: str) -> str:
+    """`linux/amd64` for `x-1.0-linux_amd64.pyz`; `any` for a universal zipapp."""
+    suffix = name.removesuffix(".pyz").rsplit("-", 1)[-1]
+    os_name, _, arch = suffix.partition("_")
+    return f"{os_name}/{arch}" if os_name in ("linux", "darwin", "windows") and arch else "any"
+
+
 class StageRelease:
     """Assembles dist/release/<version>/ atomically; named `stage` in the pipeline."""
 
@@ -116,7 +123,8 @@ class StageRelease:
                 (tmp / "zipapps").mkdir(exist_ok=True)
                 shutil.copy2(art.path, tmp / "zipapps" / art.path.name)
                 rel = f"zipapps/{art.path.name}"
-                artifacts.append(_file(tmp, rel, kind="zipapp", binary=owner, platform="any"))
+                platform = _zipapp_platform(art.path.name)
+                artifacts.append(_file(tmp, rel, kind="zipapp", binary=owner, platform=platform))
         for binary in ctx.image_binaries():
             rel = f"images/{binary.name}"
             shutil.copytree(ctx.dist / rel, tmp / rel, copy_function=_link_or_copy)
@@ -128,7 +136,14 @@ class StageRelease:
                     "path": rel,
                     "digest": image.root[0],
                     "media_type": image.root[1],
+                    "size": len(image.root[2]),
                     "platform": list(image.platforms),
+                    "manifests": [
+                        {"platform": plat, "digest": digest, "size": len(data)}
+                        for plat, (digest, _, data) in zip(
+                            image.platforms, image.manifests, strict=True
+                        )
+                    ],
                     "hubs": list(binary.image.hubs),
                     "tags": list(ctx.image_tags(binary)),
                 }
