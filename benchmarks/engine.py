@@ -35,11 +35,18 @@ def _build(root: Path, *args: str) -> None:
         cwd=root,
         capture_output=True,
         text=True,
-        env={**os.environ, "CI": "1"},
+        env={**os.environ, "CI": "1", **_base_env()},
         check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"build failed in {root}: {done.stderr[-2000:]}")
+
+
+def _base_env() -> dict[str, str]:
+    """Point the copied repository at this checkout's base image layout (made by
+    `scripts/services.sh --base`): the copy has no .shipyard/ of its own."""
+    layout = os.environ.get("SHIPYARD_BASE_LAYOUT") or str(REPO / ".shipyard/base/python-3.11")
+    return {"BASE_IMAGE": f"oci-layout:{layout}"} if Path(layout).is_dir() else {}
 
 
 def _copy_repo(target: Path) -> Path:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
+import itertools
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -125,13 +127,23 @@ def _select(manifest: Manifest, selection: Selection) -> tuple[Binary, ...]:
     return tuple(manifest.binaries[n] for n in dict.fromkeys(names))
 
 
-def _nested(source: Path, manifest: Manifest) -> tuple[Path, ...]:
-    inside = {
-        b.source
-        for b in manifest.binaries.values()
-        if b.source != source and b.source.is_relative_to(source)
-    }
-    return tuple(sorted(inside))
+class _Sources:
+    """Every binary's source, for finding the sources nested inside one in O(log n)."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        # Sorted by path parts, a source's descendants follow it contiguously.
+        self.parts = sorted({b.source.parts for b in manifest.binaries.values()})
+
+    def nested(self, source: Path) -> tuple[Path, ...]:
+        """The other sources strictly inside `source`, sorted."""
+        prefix = source.parts
+        start = bisect.bisect_right(self.parts, prefix)
+        inside: list[Path] = []
+        for parts in itertools.islice(self.parts, start, None):
+            if parts[: len(prefix)] != prefix:
+                break
+            inside.append(Path(*parts))
+        return tuple(sorted(inside))
 
 
 def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = None) -> Plan:
@@ -155,6 +167,7 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
             chosen.append(binary)
     actions: dict[str, Action] = {}
     wheel_of: dict[Path, str] = {}
+    sources = _Sources(manifest)
     for binary in chosen:
         outputs = [o for o in binary.outputs if not selection.outputs or o in selection.outputs]
         platforms = tuple(
@@ -173,7 +186,7 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
                 "wheel",
                 (binary.name,),
                 binary.source,
-                nested=_nested(binary.source, manifest),
+                nested=sources.nested(binary.source),
             )
         else:
             previous = actions[wheel_id]
