@@ -275,7 +275,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{manifest.path}: ok, {len(manifest.binaries)} binaries; groups: {groups}")
         return 0
     if args.command == "plan":
-        _print_plan(_plan(args, _manifest(args)), args.json)
+        _print_plan(_plan(args, _manifest(args, cached=True)), args.json)
         return 0
     if args.command == "cache":
         return _cache(args)

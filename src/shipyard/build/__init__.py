@@ -1,7 +1,7 @@
 """The build half of shipyard: plan, engine and the builders of each output kind."""
 
-from shipyard.build.dockerfile import ImageKinds
 from shipyard.build.engine import Artifact, BuildContext, Builder, Event, Outcome, Result, run_plan
+from shipyard.build.kinds import ImageKinds
 from shipyard.build.plan import Action, Plan, Selection, Skip, host_os, make_plan, split_flag
 from shipyard.build.report import report_json, write_report
 from shipyard.build.wheel import WheelBuilder

@@ -20,7 +20,7 @@ from typing import Any
 from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX
 from shipyard.build.engine import Artifact, BuildContext, Outcome
-from shipyard.build.image import ImageBuilder, write_images
+from shipyard.build.image import write_images
 from shipyard.build.plan import Action
 from shipyard.build.sources import tree_hash
 from shipyard.errors import BuildError
@@ -28,7 +28,7 @@ from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.base import blob_store
 from shipyard.oci.model import Image
 
-__all__ = ["DockerfileBuilder", "ImageKinds"]
+__all__ = ["DockerfileBuilder"]
 
 
 class DockerfileBuilder:
@@ -120,24 +120,3 @@ def _log(out: Any, lines: Any) -> None:
     for line in lines:
         text = line.get("stream") or line.get("status") or json.dumps(line)
         out.write(str(text))
-
-
-class ImageKinds:
-    """The `image` builder: daemonless by default, the Docker engine for a Dockerfile."""
-
-    kind = "image"
-
-    def __init__(self) -> None:
-        self.daemonless = ImageBuilder()
-        self.engine = DockerfileBuilder()
-
-    def _pick(self, action: Action) -> ImageBuilder | DockerfileBuilder:
-        return self.engine if action.image and action.image.dockerfile else self.daemonless
-
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        """The chosen builder's key."""
-        return self._pick(action).key(action, ctx, deps)
-
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
-        """Build with the chosen builder."""
-        return self._pick(action).build(action, ctx, deps)
