@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.engine import Artifact, BuildContext, Outcome, run_plan
+from shipyard.build.engine import Artifact, BuildContext, Outcome, critical_paths, run_plan
 from shipyard.build.plan import Action, Plan
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Manifest, Project
@@ -117,3 +117,35 @@ def test_unknown_kind_fails_loudly(tmp_path: Path) -> None:
     plan = _plan(tmp_path, _action("x", "image"))
     with pytest.raises(ShipyardError, match="no builder for output kind"):
         run_plan(plan, _ctx(tmp_path), {"wheel": Recorder("wheel")})
+
+
+def test_critical_paths_add_the_longest_chain_after_each_action(tmp_path: Path) -> None:
+    plan = _plan(
+        tmp_path,
+        _action("w1"),
+        _action("w2"),
+        _action("z1", "zipapp", ("w1",)),
+        _action("i1", "image", ("z1",)),
+        _action("z2", "zipapp", ("w2",)),
+    )
+    paths = critical_paths(plan, {"w1": 1.0, "w2": 5.0, "z1": 2.0, "i1": 3.0, "z2": 1.0})
+    assert paths == {"w1": 6.0, "z1": 5.0, "i1": 3.0, "w2": 6.0, "z2": 1.0}
+    guessed = critical_paths(plan)  # no history: guesses by kind, images longest
+    assert guessed["w1"] > guessed["w2"] and guessed["i1"] > guessed["z2"]
+
+
+def test_ready_actions_start_longest_critical_path_first(tmp_path: Path) -> None:
+    # One worker: the start order is the scheduling order. "slow" heads the longer
+    # chain in the last build's durations, so it starts before the earlier-listed
+    # "quick" ones, and each dependent starts only after its dependency.
+    builder = Recorder("wheel")
+    plan = _plan(
+        tmp_path,
+        _action("quick-a"),
+        _action("quick-b"),
+        _action("slow"),
+        Action("after-slow", "wheel", ("after-slow",), Path("/src"), (), ("slow",)),
+    )
+    durations = {"quick-a": 1.0, "quick-b": 2.0, "slow": 10.0, "after-slow": 5.0}
+    run_plan(plan, _ctx(tmp_path), {"wheel": builder}, jobs=1, durations=durations)
+    assert builder.order == ["slow", "after-slow", "quick-b", "quick-a"]

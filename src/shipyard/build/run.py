@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,6 +50,15 @@ class BuildRun:
         return tuple(r for r in self.results if r.status == "failed")
 
 
+def previous_durations(report: Path) -> dict[str, float]:
+    """Action id -> seconds of the actions the last build in this dist/ ran (not cache hits)."""
+    try:
+        actions = json.loads(report.read_bytes())["actions"]
+        return {str(a["id"]): float(a["duration"]) for a in actions if a.get("status") == "built"}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def execute(
     plan: Plan,
     stamp: Stamp,
@@ -66,10 +76,6 @@ def execute(
     """
     root = plan.manifest.root
     dist = root / "dist"
-    build_env = dict(os.environ if env is None else env)
-    if options.cache_dir is not None:
-        # Builders with caches of their own (base image blobs) keep them beside ours.
-        build_env["SHIPYARD_CACHE_DIR"] = str(options.cache_dir)
     build_env = dict(os.environ if env is None else env)
     if options.cache_dir is not None:
         # Builders with caches of their own (base image blobs) keep them beside ours.
@@ -96,6 +102,7 @@ def execute(
                 jobs=options.jobs,
                 keep_going=options.keep_going,
                 on_event=on_event,
+                durations=previous_durations(dist / "report.json"),
             )
         except KeyboardInterrupt:
             # Builders remove their temporaries as they unwind; a worker caught
