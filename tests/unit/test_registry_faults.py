@@ -1,9 +1,11 @@
 """Faults a real registry cannot produce on demand, from a tiny in-process HTTP server.
 
-429 with Retry-After, 503 then success, a reset connection, a 400 that must not be
-retried, the bearer-token flow with a small token endpoint, an upload that fails
-half-way, and a blob whose bytes do not match its digest. Everything else is
-tested against real registries in tests/integration/test_registry.py.
+429 with Retry-After, 503 then success, a reset connection, an answer cut short, a
+400 that must not be retried, the bearer-token flow with a small token endpoint,
+an upload that fails half-way (monolithic, chunked and resumed, or finished with
+its answer lost), a time-out, and a blob whose bytes do not match its digest.
+Everything else is tested against real registries in
+tests/integration/test_registry.py and, through a faulty proxy, test_faults.py.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import random
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,11 +29,13 @@ import pytest
 
 from shipyard.errors import UsageError
 from shipyard.oci._retry import RetryPolicy
+from shipyard.oci._transport import http_timeout
 from shipyard.oci.reference import InvalidReference
 from shipyard.oci.registry import MEDIA_OCI_MANIFEST, AuthError, NotFound, Registry, RegistryError
 
 Reply = tuple[int, dict[str, str], bytes]
 RESET = "reset"  # close the connection with a TCP reset instead of answering
+CUT = "cut"  # answer with the next reply's headers but half its body, then close
 DIGEST = "sha256:" + "a" * 64
 SECRET = "s3cret-token-pass"
 
@@ -62,14 +68,14 @@ class FakeRegistry:
     def count(self, method: str, path: str) -> int:
         return sum(1 for s in self.seen if (s.method, s.path) == (method, path))
 
-    def answer(self, seen: Seen) -> Reply | None:
+    def answer(self, seen: Seen) -> Reply | str:
         self.seen.append(seen)
         queue = self.routes.get((seen.method, seen.path))
         if not queue:
             return 404, {}, b'{"errors":[{"code":"UNKNOWN_TO_FAKE","message":"no route"}]}'
         item = queue.pop(0) if len(queue) > 1 else queue[0]
         if isinstance(item, str):
-            return None
+            return item
         return item(seen) if callable(item) else item
 
 
@@ -85,10 +91,13 @@ def _handler(fake: FakeRegistry) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length) if length else b""
             parts = urlsplit(self.path)
             headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = fake.answer(
-                Seen(self.command, parts.path, parse_qs(parts.query), headers, body)
-            )
-            if reply is None:
+            seen = Seen(self.command, parts.path, parse_qs(parts.query), headers, body)
+            reply = fake.answer(seen)
+            cut = reply == CUT
+            if cut:
+                reply = fake.answer(seen)  # the reply to cut short
+                fake.seen.pop()
+            if isinstance(reply, str):
                 self.connection.setsockopt(
                     socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
                 )
@@ -102,17 +111,24 @@ def _handler(fake: FakeRegistry) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             if self.command != "HEAD":
-                self.wfile.write(payload)
+                self.wfile.write(payload[: len(payload) // 2] if cut else payload)
+            if cut:
+                self.close_connection = True
 
         do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = handle_any
 
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Quiet: a client that timed out and left is part of the tests."""
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeRegistry]:
     registry = FakeRegistry()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(registry))
+    server = _QuietServer(("127.0.0.1", 0), _handler(registry))
     server.daemon_threads = True
     registry.host = f"127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -162,16 +178,58 @@ def test_429_waits_at_least_retry_after(fake: FakeRegistry, sleeps: list[float])
     assert registry.stats.retries == 1
 
 
-def test_503_then_success_backs_off(fake: FakeRegistry, sleeps: list[float]) -> None:
+def test_503_then_success_backs_off_and_logs_each_retry(
+    fake: FakeRegistry, sleeps: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="shipyard.oci._transport")
     body = b'{"schemaVersion":2}'
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     headers = {"Content-Type": MEDIA_OCI_MANIFEST, "Docker-Content-Digest": digest}
-    fake.route("GET", "/v2/app/manifests/v1", (503, {}, b""), (502, {}, b""), (200, headers, body))
+    unavailable = errors("UNAVAILABLE", "try later")
+    fake.route(
+        "GET", "/v2/app/manifests/v1", (503, {}, unavailable), (502, {}, b""), (200, headers, body)
+    )
     registry, _ = client(fake, sleeps)
     assert registry.get_manifest("app", "v1") == (body, MEDIA_OCI_MANIFEST, digest)
     assert fake.count("GET", "/v2/app/manifests/v1") == 3
     assert len(sleeps) == 2
     assert 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0, "exponential, with jitter"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{fake.host}: get manifest app:v1: retry 1 of 2 in {sleeps[0]:.2f} s after: "
+        "HTTP 503 UNAVAILABLE: try later",
+        f"{fake.host}: get manifest app:v1: retry 2 of 2 in {sleeps[1]:.2f} s after: HTTP 502",
+    ]
+
+
+def test_an_answer_cut_short_is_asked_again(fake: FakeRegistry, sleeps: list[float]) -> None:
+    body = json.dumps({"schemaVersion": 2, "pad": "x" * 500}).encode()
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    ok: Reply = (200, {"Content-Type": MEDIA_OCI_MANIFEST}, body)
+    fake.route("GET", f"/v2/app/manifests/{digest}", CUT, ok, ok)
+    tags: Reply = (200, {}, b'{"tags":["a"]}')
+    fake.route("GET", "/v2/app/tags/list", CUT, tags, tags)
+    registry, _ = client(fake, sleeps)
+    assert registry.get_manifest("app", digest)[0] == body
+    assert registry.tags("app") == ["a"]
+    assert registry.stats.retries == 2 and len(sleeps) == 2
+
+
+def test_a_blob_cut_short_is_fetched_again(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    data = random.Random(9).randbytes(10_000)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    whole: Reply = (200, {}, data)
+    # Cut short with the true Content-Length, then a short but "complete" answer.
+    fake.route("GET", f"/v2/app/blobs/{digest}", CUT, whole, (200, {}, data[:5000]), whole)
+    registry, _ = client(fake, sleeps)
+    dest = tmp_path / "blob"
+    assert registry.pull_blob("app", digest, dest, size=len(data)) == len(data)
+    assert dest.read_bytes() == data
+    registry2, _ = client(fake, sleeps)
+    assert registry2.pull_blob("app", digest, tmp_path / "again", size=len(data)) == len(data)
+    assert fake.count("GET", f"/v2/app/blobs/{digest}") == 4
+    assert not list(tmp_path.glob(".*.part"))
 
 
 def test_connection_reset_is_retried(fake: FakeRegistry, sleeps: list[float]) -> None:
@@ -215,6 +273,35 @@ def test_retries_are_bounded(fake: FakeRegistry, sleeps: list[float]) -> None:
     with pytest.raises(RegistryError, match="HTTP 429; gave up after 1 attempts"):
         registry.ping()
     assert sleeps == [], "a Retry-After beyond the deadline is not waited for"
+
+
+def test_a_stalled_answer_times_out_per_shipyard_http_timeout(
+    fake: FakeRegistry, sleeps: list[float]
+) -> None:
+    def slow(seen: Seen) -> Reply:
+        time.sleep(1.0)
+        return 200, {}, b"{}"
+
+    fake.route("GET", "/v2/", slow)
+    registry = Registry(
+        f"http://{fake.host}",
+        retry=RetryPolicy(attempts=3, sleep=sleeps.append),
+        environ={"SHIPYARD_HTTP_TIMEOUT": "0.2"},
+    )
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match=r"\(timed out\); gave up after 3 attempts"):
+        registry.ping()
+    assert time.monotonic() - started < 2.0
+    assert len(sleeps) == 2
+
+
+def test_http_timeout_from_the_environment() -> None:
+    assert http_timeout({}) == (10.0, 120.0)
+    assert http_timeout({"SHIPYARD_HTTP_TIMEOUT": "2.5"}) == (2.5, 2.5)
+    assert http_timeout({"SHIPYARD_HTTP_TIMEOUT": " 300 "}) == (10.0, 300.0)
+    for junk in ("0", "-1", "soon", "nan", "1e9"):
+        with pytest.raises(UsageError, match="SHIPYARD_HTTP_TIMEOUT"):
+            http_timeout({"SHIPYARD_HTTP_TIMEOUT": junk})
 
 
 def test_refused_connection_is_retried_then_reported(sleeps: list[float]) -> None:
@@ -346,6 +433,84 @@ def test_failed_upload_starts_again(
     assert registry.stats.bytes_uploaded == 2 * len(data)
     assert registry.stats.retries == 1 and registry.stats.blobs_uploaded == 1
     assert fake.count("HEAD", f"/v2/app/blobs/{digest}") == 2, "checked again before restarting"
+
+
+def test_upload_whose_answer_was_lost_is_not_sent_again(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    data = b"landed" * 100
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    blob = tmp_path / "blob"
+    blob.write_bytes(data)
+    fake.route("HEAD", f"/v2/app/blobs/{digest}", (404, {}, b""), (200, {}, b""))
+    fake.route("POST", "/v2/app/blobs/uploads/", (202, {"Location": "/upload/1"}, b""))
+    fake.route("PUT", "/upload/1", RESET)  # the registry stored it; the answer was lost
+    registry, _ = client(fake, sleeps)
+    assert registry.push_blob("app", digest, len(data), blob) is True
+    assert fake.count("POST", "/v2/app/blobs/uploads/") == 1
+    assert fake.count("PUT", "/upload/1") == 1
+    assert registry.stats.blobs_uploaded == 1 and registry.stats.retries == 1
+
+
+def test_chunked_upload_resumes_where_the_registry_is(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    data = random.Random(6).randbytes(3000)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    blob = tmp_path / "blob"
+    blob.write_bytes(data)
+    fake.route("HEAD", f"/v2/app/blobs/{digest}", (404, {}, b""))
+    fake.route("POST", "/v2/app/blobs/uploads/", (202, {"Location": "/up/1"}, b""))
+    fake.route("PATCH", "/up/1", (202, {"Location": "/up/2", "Range": "0-999"}, b""))
+    # The second chunk reaches the registry but its answer is lost.
+    fake.route("PATCH", "/up/2", RESET)
+    fake.route("GET", "/up/2", (204, {"Location": "/up/3", "Range": "0-1999"}, b""))
+    fake.route(
+        "PATCH", "/up/3", (503, {}, b""), (202, {"Location": "/up/4", "Range": "0-2999"}, b"")
+    )
+    fake.route("GET", "/up/3", (204, {"Location": "/up/3", "Range": "0-1999"}, b""))
+    fake.route("PUT", "/up/4", (201, {}, b""))
+    registry, _ = client(fake, sleeps)
+    assert registry.push_blob("app", digest, len(data), blob, chunk_size=1000) is True
+    patches = [
+        (s.path, s.headers["content-range"], s.body) for s in fake.seen if s.method == "PATCH"
+    ]
+    assert patches == [
+        ("/up/1", "0-999", data[:1000]),
+        ("/up/2", "1000-1999", data[1000:2000]),
+        ("/up/3", "2000-2999", data[2000:]),
+        ("/up/3", "2000-2999", data[2000:]),
+    ]
+    assert fake.count("POST", "/v2/app/blobs/uploads/") == 1, "resumed, not started again"
+    [final] = [s for s in fake.seen if s.method == "PUT"]
+    assert final.query == {"digest": [digest]}
+    assert registry.stats.retries == 2 and registry.stats.blobs_uploaded == 1
+
+
+def test_chunked_upload_whose_session_is_gone_starts_again(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    data = random.Random(8).randbytes(2000)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    blob = tmp_path / "blob"
+    blob.write_bytes(data)
+    fake.route("HEAD", f"/v2/app/blobs/{digest}", (404, {}, b""))
+    fake.route(
+        "POST",
+        "/v2/app/blobs/uploads/",
+        (202, {"Location": "/old/1"}, b""),
+        (202, {"Location": "/new/1"}, b""),
+    )
+    fake.route("PATCH", "/old/1", (500, {}, b""))
+    fake.route("GET", "/old/1", (404, {}, errors("BLOB_UPLOAD_UNKNOWN", "gone")))
+    fake.route("PATCH", "/new/1", (202, {"Location": "/new/2", "Range": "0-999"}, b""))
+    fake.route("PATCH", "/new/2", (202, {"Location": "/new/3", "Range": "0-1999"}, b""))
+    fake.route("PUT", "/new/3", (201, {}, b""))
+    registry, _ = client(fake, sleeps)
+    assert registry.push_blob("app", digest, len(data), blob, chunk_size=1000) is True
+    assert fake.count("POST", "/v2/app/blobs/uploads/") == 2
+    assert fake.count("HEAD", f"/v2/app/blobs/{digest}") == 2, "checked before starting again"
+    assert registry.stats.retries == 2
 
 
 def test_pulled_blob_with_wrong_bytes_is_rejected(

@@ -66,3 +66,24 @@ def test_backoff_stops_at_the_deadline() -> None:
     assert sum(slept) <= 20.0
     assert len(slept) < 10
     assert not policy.start().wait(retry_after=21.0), "a Retry-After past the deadline gives up"
+
+
+def test_next_delay_plans_without_sleeping_and_sleep_counts_the_attempt() -> None:
+    slept: list[float] = []
+    policy = RetryPolicy(attempts=3, base_delay=1.0, sleep=slept.append, rng=random.Random(2))
+    backoff = policy.start()
+    assert backoff.attempts == 3
+    first = backoff.next_delay()
+    assert first is not None and 0.5 <= first <= 1.0
+    assert slept == [] and backoff.attempt == 1, "planning a pause neither sleeps nor counts"
+    backoff.sleep(first)
+    assert slept == [first] and backoff.attempt == 2 and backoff.last_delay == first
+    assert backoff.next_delay(retry_after=5.0) == 5.0, "Retry-After beyond the backoff is honoured"
+    backoff.sleep(5.0)
+    assert backoff.next_delay() is None, "three attempts made: the budget is spent"
+
+
+def test_retry_after_past_the_deadline_gives_up_at_once() -> None:
+    policy = RetryPolicy(deadline=30.0, clock=lambda: 0.0)
+    assert policy.start().next_delay(retry_after=29.0) == 29.0
+    assert policy.start().next_delay(retry_after=31.0) is None

@@ -2,12 +2,16 @@
 
 Every request goes out with what authentication earlier 401s taught (none at
 first; see `auth.Authenticator`); a 401 is answered once and the request sent
-again. Transient faults are retried within a `RetryPolicy`; any other failure
-becomes a typed error naming the registry and the operation, never a secret.
+again. Transient faults (no answer, a reset, a time-out, a body cut short, 429 and
+5xx) are retried within a `RetryPolicy`, each retry logged with its reason on the
+`shipyard.oci._transport` logger; any other failure becomes a typed error naming
+the registry and the operation, never a secret. `$SHIPYARD_HTTP_TIMEOUT` (seconds)
+bounds each wait for an answer.
 
 Plain HTTP is used only for loopback hosts (after a TLS probe, as docker does) or
 with `insecure=True` / `$SHIPYARD_INSECURE_REGISTRIES` (comma-separated hosts).
-A private CA is trusted through `ca_file=` or docker's `certs.d/<host>/ca.crt`.
+A private CA is trusted through `ca_file=`, `$SHIPYARD_REGISTRY_<HOST>_CA_FILE`
+or docker's `certs.d/<host>/ca.crt`, in that order.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import logging
 import os
 import ssl
 import threading
@@ -22,13 +27,21 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci._retry import TRANSIENT_STATUS, RetryPolicy, parse_retry_after
+from shipyard.oci._retry import (
+    TRANSIENT_ERRORS,
+    TRANSIENT_STATUS,
+    Backoff,
+    RetryPolicy,
+    exception_chain,
+    failure_reason,
+    parse_retry_after,
+)
 from shipyard.oci.auth import (
     Authenticator,
     Challenge,
@@ -47,12 +60,20 @@ __all__ = [
     "RegistryStats",
     "RequestHook",
     "Transport",
+    "ca_variable_name",
     "failure_reason",
+    "http_timeout",
     "is_loopback",
     "read_capped",
 ]
 
 DEFAULT_CERTS_DIRS = (Path("/etc/docker/certs.d"), Path("/etc/containers/certs.d"))
+DEFAULT_TIMEOUT = (10.0, 120.0)
+TIMEOUT_VARIABLE = "SHIPYARD_HTTP_TIMEOUT"
+
+_log = logging.getLogger(__name__)
+_log.addHandler(logging.NullHandler())  # the library never prints; the CLI configures logging
+_T = TypeVar("_T")
 
 
 class RegistryError(ShipyardError):
@@ -112,6 +133,29 @@ RequestHook = Callable[[str, str, int | None], None]
 """Called after each HTTP exchange with method, URL path and status (None: no answer)."""
 
 
+def http_timeout(
+    environ: Mapping[str, str], default: tuple[float, float] = DEFAULT_TIMEOUT
+) -> tuple[float, float]:
+    """(connect, read) seconds: `$SHIPYARD_HTTP_TIMEOUT` bounds both, else `default`."""
+    raw = environ.get(TIMEOUT_VARIABLE, "").strip()
+    if not raw:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < 86400:
+        raise UsageError(
+            f"{TIMEOUT_VARIABLE}={raw!r}: give the seconds to wait for an answer, e.g. 30"
+        )
+    return min(default[0], seconds), seconds
+
+
+def ca_variable_name(host: str) -> str:
+    """The per-host CA bundle variable, e.g. `SHIPYARD_REGISTRY_127_0_0_1_5000_CA_FILE`."""
+    return env_variable_names(host)[0].removesuffix("_USER") + "_CA_FILE"
+
+
 def is_loopback(host: str) -> bool:
     """True for `localhost`, 127.0.0.0/8 and ::1, with or without a port."""
     if host.startswith("["):
@@ -127,36 +171,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
-    """`exc` and the exceptions it wraps (causes, contexts, urllib3 reasons and args)."""
-    seen: list[BaseException] = []
-    todo = [exc]
-    while todo and len(seen) < 12:
-        cur = todo.pop()
-        if any(cur is s for s in seen):
-            continue
-        seen.append(cur)
-        linked = (cur.__cause__, cur.__context__, getattr(cur, "reason", None), *cur.args)
-        todo.extend(x for x in linked if isinstance(x, BaseException))
-    return seen
-
-
 def _has_verify_error(exc: BaseException) -> bool:
-    return any(isinstance(c, ssl.SSLCertVerificationError) for c in _causes(exc))
-
-
-def failure_reason(exc: BaseException) -> str:
-    """The innermost readable cause of a connection failure, without URLs or headers."""
-    causes = _causes(exc)
-    for cur in causes:
-        if isinstance(cur, ssl.SSLCertVerificationError):
-            return cur.verify_message or "certificate verify failed"
-    for cur in reversed(causes):
-        if isinstance(cur, OSError) and cur.strerror:
-            return cur.strerror
-    if isinstance(exc, requests.Timeout):
-        return "timed out"
-    return type(causes[-1]).__name__
+    return any(isinstance(c, ssl.SSLCertVerificationError) for c in exception_chain(exc))
 
 
 def read_capped(resp: requests.Response, limit: int) -> tuple[bytes, bool]:
@@ -201,7 +217,7 @@ class Transport:
         insecure: bool = False,
         ca_file: Path | None = None,
         certs_dirs: Sequence[Path] = DEFAULT_CERTS_DIRS,
-        timeout: tuple[float, float] = (10.0, 120.0),
+        timeout: tuple[float, float] | None = None,
         retry: RetryPolicy | None = None,
         chunk_size: int = 16 << 20,
         chunk_threshold: int = 256 << 20,
@@ -225,6 +241,14 @@ class Transport:
                 f"registry {self.host}: plain HTTP is only used for loopback hosts; use https://, "
                 f"or allow it with insecure=True or SHIPYARD_INSECURE_REGISTRIES={self.host}"
             )
+        self._ca_variable = ca_variable_name(self.host)
+        if ca_file is None and env.get(self._ca_variable):
+            ca_file = Path(env[self._ca_variable])
+            if not ca_file.is_file():
+                raise UsageError(
+                    f"registry {self.host}: {self._ca_variable}={ca_file} names no file; "
+                    "give the path of the PEM certificate of the CA that signed the registry's"
+                )
         if ca_file is None:
             found = (d / self.host / "ca.crt" for d in certs_dirs)
             ca_file = next((p for p in found if p.is_file()), None)
@@ -233,7 +257,7 @@ class Transport:
         self.ca_file = ca_file
         self._verify: bool | str = str(ca_file) if ca_file else not self.insecure
         self._scheme = scheme or ("https" if ca_file or not plain_ok else "")
-        self._timeout = timeout
+        self._timeout = timeout or http_timeout(env)
         self._retry = retry or RetryPolicy()
         self._chunk_size, self._chunk_threshold = chunk_size, chunk_threshold
         self._session = session or requests.Session()
@@ -275,7 +299,9 @@ class Transport:
     def _probe(self) -> str:
         """https if the host speaks TLS (even with an untrusted certificate), else http."""
         try:
-            self._raw("GET", f"https://{self.host}/v2/", "probe TLS", timeout=(5.0, 10.0)).close()
+            connect, read = self._timeout
+            timeout = (min(5.0, connect), min(10.0, read))
+            self._raw("GET", f"https://{self.host}/v2/", "probe TLS", timeout=timeout).close()
         except CertificateError:
             return "https"
         except RegistryError:
@@ -300,9 +326,16 @@ class Transport:
             status = resp.status_code
         except requests.exceptions.SSLError as exc:
             raise self._tls_error(op, exc) from exc
-        except (requests.ConnectionError, requests.Timeout) as exc:
-            detail = f"no answer from {urlsplit(url).netloc} ({failure_reason(exc)})"
+        except TRANSIENT_ERRORS as exc:
+            where, why = urlsplit(url).netloc, failure_reason(exc)
+            broken = (requests.ConnectionError, requests.Timeout)
+            detail = f"no answer from {where} ({why})"
+            if not isinstance(exc, broken):  # the body was cut short or garbled
+                detail = f"the answer from {where} broke off ({why})"
             raise RegistryError(self.host, op, detail, transient=True) from exc
+        except requests.RequestException as exc:
+            detail = f"the request to {urlsplit(url).netloc} failed ({failure_reason(exc)})"
+            raise RegistryError(self.host, op, detail) from exc
         finally:
             with self._lock:
                 self.stats.requests[method] += 1
@@ -347,29 +380,67 @@ class Transport:
     def _send(
         self, op: str, attempt: Callable[[], requests.Response], *, retry: bool = True
     ) -> requests.Response:
-        """Run `attempt`, retrying transient faults within the retry policy's budget."""
+        """Run `attempt`, retrying transient faults within the retry policy's budget.
+
+        With `retry=False` (one request of an upload session) a transient status
+        comes back as it is, for the caller to restart or resume the session.
+        """
+        if not retry:
+            return attempt()
+        return self._retrying(op, lambda: self._settled(op, attempt()))
+
+    def _settled(self, op: str, resp: requests.Response) -> requests.Response:
+        """`resp`, unless its status is transient: then a transient RegistryError."""
+        if resp.status_code not in TRANSIENT_STATUS:
+            return resp
+        with resp:
+            raise self._error(op, resp)
+
+    def _retrying(self, op: str, attempt: Callable[[], _T]) -> _T:
+        """Call `attempt` until it returns, retrying its transient RegistryErrors."""
         backoff = self._retry.start()
         while True:
             try:
-                resp = attempt()
+                return attempt()
             except RegistryError as exc:
-                if not (retry and exc.transient):
-                    raise
-                if backoff.wait(exc.retry_after):
-                    self._count(retries=1)
-                    continue
-                detail = f"{exc.detail}; gave up after {backoff.attempt} attempts"
-                raise RegistryError(self.host, op, detail) from exc
-            if not retry or resp.status_code not in TRANSIENT_STATUS:
-                return resp
-            if backoff.wait(parse_retry_after(resp.headers.get("Retry-After"))):
-                resp.close()
-                self._count(retries=1)
-                continue
-            with resp:
-                raise self._error(op, resp, attempts=backoff.attempt)
+                self._pause_or_raise(op, exc, backoff)
 
-    def _error(self, op: str, resp: requests.Response, *, attempts: int = 0) -> RegistryError:
+    def _pause_or_raise(self, op: str, exc: RegistryError, backoff: Backoff) -> None:
+        """After `exc`: log and sleep before a retry, or raise when it is final.
+
+        A non-transient error is raised as it is; a transient one whose budget is
+        spent becomes a final error saying how many attempts were made.
+        """
+        if not exc.transient:
+            raise exc
+        delay = backoff.next_delay(exc.retry_after)
+        if delay is None:
+            detail = f"{exc.detail}; gave up after {backoff.attempt} attempts"
+            raise RegistryError(self.host, op, detail, status=exc.status, codes=exc.codes) from exc
+        _log.warning(
+            "%s: %s: retry %d of %d in %.2f s after: %s",
+            self.host,
+            op,
+            backoff.attempt,
+            backoff.attempts - 1,
+            delay,
+            exc.detail,
+        )
+        self._count(retries=1)
+        backoff.sleep(delay)
+
+    def _read_body(self, op: str, resp: requests.Response, limit: int) -> bytes:
+        """A streamed body of at most `limit` bytes; a broken or oversized one is an error."""
+        try:
+            data, whole = read_capped(resp, limit)
+        except requests.RequestException as exc:
+            detail = f"the answer broke off ({failure_reason(exc)})"
+            raise RegistryError(self.host, op, detail, transient=True) from exc
+        if not whole:
+            raise RegistryError(self.host, op, f"the answer is larger than {limit} bytes")
+        return data
+
+    def _error(self, op: str, resp: requests.Response) -> RegistryError:
         """The typed error for an unexpected answer, with the registry's error codes."""
         status = resp.status_code
         if status in (401, 403):
@@ -378,8 +449,6 @@ class Transport:
         detail = f"HTTP {status}" + "".join(f" {c}" for c in codes)
         if messages:
             detail += ": " + "; ".join(messages)
-        if attempts:
-            detail += f"; gave up after {attempts} attempts"
         kind = NotFound if status == 404 else RegistryError
         return kind(
             self.host,
@@ -387,7 +456,7 @@ class Transport:
             detail,
             status=status,
             codes=codes,
-            transient=status in TRANSIENT_STATUS and not attempts,
+            transient=status in TRANSIENT_STATUS,
             retry_after=parse_retry_after(resp.headers.get("Retry-After")),
         )
 
@@ -412,13 +481,14 @@ class Transport:
         reason = failure_reason(exc)
         if "CERTIFICATE_VERIFY_FAILED" not in str(exc) and not _has_verify_error(exc):
             return RegistryError(self.host, op, f"TLS with {self.host} failed ({reason})")
-        trusted = f"with CA {self.ca_file}" if self.ca_file else "with the system CAs"
+        trusted = f"by the CA in {self.ca_file}" if self.ca_file else "by the default CA bundle"
         return CertificateError(
             self.host,
             op,
-            f"the TLS certificate of {self.host} is not trusted {trusted} ({reason}); if a "
-            f"private CA signed it, pass its PEM certificate as ca_file=PATH or save it as "
-            f"/etc/docker/certs.d/{self.host}/ca.crt",
+            f"the TLS certificate of {self.host} is not trusted {trusted} ({reason}); to trust "
+            f"the CA that signed it, set {self._ca_variable}=/path/to/ca.pem (its PEM "
+            f"certificate), or save that certificate as /etc/docker/certs.d/{self.host}/ca.crt, "
+            f"or pass ca_file=PATH to the Registry",
         )
 
     def _fetch_token(

@@ -2,8 +2,10 @@
 
 Blobs stream from and to disk: an upload checks for the blob first, tries a
 cross-repository mount when a source repository is known, and goes up in one PUT
-or in PATCH chunks; a failed upload starts again from the beginning. Downloads are
-verified against their digest and land atomically. Manifests are pushed by digest
+or in PATCH chunks. A failed chunk resumes from what the registry says it holds;
+any other failed upload checks whether the blob landed after all, then starts
+again from the beginning. Downloads are verified against their length and digest
+and land atomically; one cut short is fetched again. Manifests are pushed by digest
 first; tags are moved last by the caller. Authentication, TLS, retries and the
 typed errors live in `_transport`. A Registry is safe to share between threads.
 """
@@ -32,7 +34,6 @@ from shipyard.oci._transport import (
     RegistryStats,
     Transport,
     failure_reason,
-    read_capped,
 )
 from shipyard.oci.reference import is_digest, validate_digest, validate_repository, validate_tag
 
@@ -106,7 +107,8 @@ class Registry(Transport):
     """A client for the OCI registry at `host` (`host[:port]`, optionally `http(s)://`).
 
     Options (all keywords): `credentials` (default: looked up on the first 401),
-    `insecure`, `ca_file`, `certs_dirs`, `timeout` (connect, read), `retry`
+    `insecure`, `ca_file`, `certs_dirs`, `timeout` (connect, read; default from
+    `$SHIPYARD_HTTP_TIMEOUT`, else 10 s and 120 s), `retry`
     (`RetryPolicy`), `chunk_size` and `chunk_threshold` for uploads, `environ`,
     `session` and `on_request(method, path, status)`. `stats` counts requests
     and bytes, so a caller can show that a second push uploaded nothing.
@@ -165,14 +167,15 @@ class Registry(Transport):
                 location = self._start_upload(repo, digest, mount_from, op)
                 if location is None:
                     return False
-                self._upload(location, repo, digest, size, path, chunk_size, op)
+                if chunk_size is None:
+                    self._upload_whole(location, repo, digest, size, path, op)
+                else:
+                    self._upload_chunks(location, repo, digest, size, path, chunk_size, op)
             except RegistryError as exc:
-                if not exc.transient or not backoff.wait(exc.retry_after):
-                    raise
-                self._count(retries=1)
-                if self.blob_exists(repo, digest):  # the failed attempt did finish
-                    return True
-                continue
+                self._pause_or_raise(op, exc, backoff)
+                if not self.blob_exists(repo, digest):
+                    continue
+                # else the failed attempt did finish: its answer was lost on the way back
             self._count(blobs_uploaded=1)
             return True
 
@@ -181,14 +184,7 @@ class Registry(Transport):
         validate_repository(repo)
         validate_digest(digest)
         op = f"pull blob {digest} from {repo}"
-        backoff = self._retry.start()
-        while True:
-            try:
-                return self._download(repo, digest, dest, size, op)
-            except RegistryError as exc:
-                if not exc.transient or not backoff.wait(exc.retry_after):
-                    raise
-                self._count(retries=1)
+        return self._retrying(op, lambda: self._download(repo, digest, dest, size, op))
 
     def get_manifest(
         self, repo: str, reference: str, accept: Sequence[str] = MANIFEST_MEDIA_TYPES
@@ -197,15 +193,19 @@ class Registry(Transport):
         op = f"get manifest {self._ref(repo, reference)}"
         url = self._url(f"/v2/{repo}/manifests/{reference}")
         headers = {"Accept": ", ".join(accept)}
-        attempt = functools.partial(self._authorized, "GET", url, op, [_pull(repo)], headers)
-        with self._send(op, lambda: attempt(stream=True)) as resp:
-            if resp.status_code != 200:
-                raise self._error(op, resp)
-            data, whole = read_capped(resp, _MAX_MANIFEST)
-            if not whole:
-                raise RegistryError(self.host, op, f"manifest is larger than {_MAX_MANIFEST} bytes")
-            media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
-            header = resp.headers.get("Docker-Content-Digest")
+        scopes = [_pull(repo)]
+        attempt = functools.partial(self._authorized, "GET", url, op, scopes, headers, stream=True)
+
+        def fetch() -> tuple[bytes, str, str | None]:
+            # The body is read inside the retried attempt: one cut short is asked again.
+            with self._settled(op, attempt()) as resp:
+                if resp.status_code != 200:
+                    raise self._error(op, resp)
+                data = self._read_body(op, resp, _MAX_MANIFEST)
+                media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
+                return data, media_type, resp.headers.get("Docker-Content-Digest")
+
+        data, media_type, header = self._retrying(op, fetch)
         if media_type in ("", "application/json", _OCTETS):
             with contextlib.suppress(ValueError, AttributeError):
                 media_type = str(json.loads(data).get("mediaType", media_type))
@@ -291,38 +291,78 @@ class Registry(Transport):
                 raise self._error(op, resp)
         return urljoin(url, location)
 
-    def _upload(
+    def _upload_whole(
+        self, location: str, repo: str, digest: str, size: int, path: Path, op: str
+    ) -> None:
+        """Monolithic: one PUT with the whole blob."""
+        sent = functools.partial(self._count, "bytes_uploaded")
+        with path.open("rb") as handle:
+            body = functools.partial(_Slice, handle, 0, size, sent)
+            headers = {"Content-Type": _OCTETS}
+            url = _with_query(location, digest=digest)
+            self._expect(op, 201, "PUT", url, scopes=[_push(repo)], headers=headers, body=body)
+
+    def _upload_chunks(
         self,
         location: str,
         repo: str,
         digest: str,
         size: int,
         path: Path,
-        chunk_size: int | None,
+        chunk_size: int,
         op: str,
     ) -> None:
+        """PATCH chunks, then the closing PUT; a failed request resumes where the registry is.
+
+        Each chunk stored renews the retry budget, so a long upload through a flaky
+        network still ends: every retry either moves forward or spends the budget.
+        """
         scopes = [_push(repo)]
         sent = functools.partial(self._count, "bytes_uploaded")
+        backoff = self._retry.start()
+        offset = 0
         with path.open("rb") as handle:
-            if chunk_size is None:  # monolithic: one PUT with the whole blob
-                body = functools.partial(_Slice, handle, 0, size, sent)
-                headers = {"Content-Type": _OCTETS}
-                url = _with_query(location, digest=digest)
-                self._expect(op, 201, "PUT", url, scopes, headers, body)
-                return
-            offset = 0
-            while offset < size:
-                length = min(chunk_size, size - offset)
-                end = offset + length - 1
-                body = functools.partial(_Slice, handle, offset, length, sent)
-                headers = {"Content-Type": _OCTETS, "Content-Range": f"{offset}-{end}"}
-                resp = self._expect(op, 202, "PATCH", location, scopes, headers, body)
-                stored = resp.headers.get("Range", f"0-{end}").rpartition("-")[2]
-                if not resp.headers.get("Location") or stored != str(end):
-                    raise RegistryError(self.host, op, f"chunk {offset}-{end} was not stored whole")
-                location = urljoin(location, resp.headers["Location"])
-                offset += length
-        self._expect(op, 201, "PUT", _with_query(location, digest=digest), scopes)
+            while True:
+                try:
+                    if offset >= size:
+                        url = _with_query(location, digest=digest)
+                        self._expect(op, 201, "PUT", url, scopes)
+                        return
+                    length = min(chunk_size, size - offset)
+                    end = offset + length - 1
+                    body = functools.partial(_Slice, handle, offset, length, sent)
+                    headers = {"Content-Type": _OCTETS, "Content-Range": f"{offset}-{end}"}
+                    resp = self._expect(op, 202, "PATCH", location, scopes, headers, body)
+                    stored = resp.headers.get("Range", f"0-{end}").rpartition("-")[2]
+                    if not resp.headers.get("Location") or stored != str(end):
+                        detail = f"chunk {offset}-{end} was not stored whole"
+                        raise RegistryError(self.host, op, detail)
+                    location = urljoin(location, resp.headers["Location"])
+                    offset += length
+                    backoff = self._retry.start()
+                except RegistryError as exc:
+                    self._pause_or_raise(op, exc, backoff)
+                    location, offset = self._upload_offset(location, size, scopes, op)
+
+    def _upload_offset(
+        self, location: str, size: int, scopes: Sequence[str], op: str
+    ) -> tuple[str, int]:
+        """Where an interrupted chunked upload stands: its URL and how many bytes it holds.
+
+        An upload the registry no longer knows (it may have been completed by the
+        request whose answer was lost) or whose state is unclear is a transient
+        error, so the caller checks for the blob and else starts again.
+        """
+        attempt = functools.partial(self._authorized, "GET", location, op, scopes)
+        with self._send(op, attempt) as resp:
+            end = resp.headers.get("Range", "").rpartition("-")[2]
+            moved = resp.headers.get("Location")
+            # "0-0" is what a registry says for both 0 and 1 bytes held: start again.
+            held = int(end) + 1 if end.isdigit() and end != "0" else 0
+            if resp.status_code not in (200, 204) or not 0 < held <= size:
+                detail = f"the upload session answered HTTP {resp.status_code}, Range {end!r}"
+                raise RegistryError(self.host, op, detail + "; starting again", transient=True)
+        return (urljoin(location, moved) if moved else location), held
 
     def _expect(
         self,
@@ -365,6 +405,9 @@ class Registry(Transport):
                         raise RegistryError(self.host, op, detail, transient=True) from exc
                     out.flush()
                     os.fsync(out.fileno())
+                if size is not None and total < size:
+                    detail = f"the download was cut short at {total} of {size} bytes"
+                    raise RegistryError(self.host, op, detail, transient=True)
                 if hasher.hexdigest() != expected or (size is not None and total != size):
                     got = f"{algorithm}:{hasher.hexdigest()}, {total} bytes"
                     raise RegistryError(self.host, op, f"the registry sent content with {got}")

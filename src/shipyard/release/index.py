@@ -2,30 +2,94 @@
 
 Upload goes through `python -m twine upload` (credentials in its environment, never
 on the command line); existence checks and downloads use the PEP 503 simple page.
+Transient faults (no answer, a reset, a time-out, a body cut short, 429 and 5xx)
+are retried within a `RetryPolicy`, each retry logged with its reason on the
+`shipyard.release.index` logger. An upload that failed that way is looked up on the
+index before it is sent again, since what was lost may only have been the answer.
+Plain HTTP is used only for a loopback index, or with `insecure=True`
+(`$SHIPYARD_INDEX_INSECURE=1`): the password would travel in clear.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urldefrag, urljoin
+from typing import Any, TypeVar
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 import requests
 
+from shipyard._fs import sha256_file
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.oci._retry import (
+    TRANSIENT_ERRORS,
+    TRANSIENT_STATUS,
+    Backoff,
+    RetryPolicy,
+    parse_retry_after,
+)
+from shipyard.oci._transport import failure_reason, http_timeout, is_loopback
 
 __all__ = ["PackageIndex", "PackageIndexError", "index_from_env"]
+
+INSECURE_VARIABLE = "SHIPYARD_INDEX_INSECURE"
+_log = logging.getLogger(__name__)
+_log.addHandler(logging.NullHandler())  # the library never prints; the CLI configures logging
+_T = TypeVar("_T")
+_TWINE_STATUS = re.compile(r"HTTPError: (\d{3}) ")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What twine prints when the connection broke rather than the index answering.
+_TWINE_BROKEN = (
+    "ConnectionError",
+    "ChunkedEncodingError",
+    "ContentDecodingError",
+    "Timeout",
+    "RemoteDisconnected",
+    "Connection aborted",
+    "Connection reset",
+    "IncompleteRead",
+)
 
 
 class PackageIndexError(ShipyardError):
     """The package index refused or failed an operation (exit 1)."""
+
+
+class _Transient(Exception):
+    """A fault a later attempt may cure, with the index's Retry-After if it sent one."""
+
+    def __init__(self, detail: str, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class _TwineFailure:
+    """Why one twine run failed: the end of its output, the HTTP status, if it may pass."""
+
+    detail: str
+    status: int | None
+    transient: bool
+
+    @classmethod
+    def from_output(cls, output: str) -> _TwineFailure:
+        """Read twine's output: an HTTPError line names the status, else look for a broken link."""
+        lines = [_ANSI.sub("", line).strip() for line in output.strip().splitlines()]
+        detail = " | ".join(line for line in lines[-5:] if line)
+        found = _TWINE_STATUS.search(output)
+        if found:
+            status = int(found.group(1))
+            return cls(detail, status, status in TRANSIENT_STATUS)
+        return cls(detail, None, any(marker in output for marker in _TWINE_BROKEN))
 
 
 class _Links(HTMLParser):
@@ -46,28 +110,82 @@ def _project(filename: str) -> str:
 
 @dataclass
 class PackageIndex:
-    """An index: `url` receives uploads, `simple_url` serves the PEP 503 pages."""
+    """An index: `url` receives uploads, `simple_url` serves the PEP 503 pages.
+
+    `timeout` bounds each wait for an answer (seconds); `retry` is the budget for
+    transient faults; `insecure` allows plain HTTP to a host off loopback.
+    """
 
     url: str
     username: str
     password: str
     simple_url: str = ""
     session: requests.Session = field(default_factory=requests.Session)
+    timeout: float = 30.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    insecure: bool = False
 
     def __post_init__(self) -> None:
         self.simple_url = self.simple_url or self.url.rstrip("/") + "/simple/"
+        for url in dict.fromkeys((self.url, self.simple_url)):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise UsageError(f"package index URL {url!r} must be http(s)://HOST/...")
+            if parts.scheme == "http" and not (self.insecure or is_loopback(parts.hostname or "")):
+                raise UsageError(
+                    f"package index {url}: plain HTTP would send the index password in clear "
+                    f"to {parts.netloc}; use https://, or allow it with {INSECURE_VARIABLE}=1"
+                )
         self.session.trust_env = False
+
+    def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """One request; no answer, a body cut short or a transient status raise _Transient."""
+        kwargs.setdefault("timeout", self.timeout)
+        try:
+            resp = self.session.request(method, url, **kwargs)
+        except TRANSIENT_ERRORS as exc:
+            raise _Transient(f"no answer ({failure_reason(exc)})") from exc
+        except requests.RequestException as exc:
+            raise PackageIndexError(f"{method} {url} failed ({failure_reason(exc)})") from None
+        if resp.status_code in TRANSIENT_STATUS:
+            resp.close()
+            retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+            raise _Transient(f"HTTP {resp.status_code}", retry_after)
+        return resp
+
+    def _retrying(self, op: str, attempt: Callable[[], _T]) -> _T:
+        """Call `attempt` until it returns, retrying what it raises as _Transient."""
+        backoff = self.retry.start()
+        while True:
+            try:
+                return attempt()
+            except _Transient as exc:
+                self._pause_or_raise(op, exc, backoff)
+
+    def _pause_or_raise(self, op: str, exc: _Transient, backoff: Backoff) -> None:
+        """Log and sleep before the next attempt, or raise once the budget is spent."""
+        delay = backoff.next_delay(exc.retry_after)
+        if delay is None:
+            detail = f"{op}: {exc.detail}; gave up after {backoff.attempt} attempts"
+            raise PackageIndexError(detail) from None
+        _log.warning(
+            "%s: retry %d of %d in %.2f s after: %s",
+            op,
+            backoff.attempt,
+            backoff.attempts - 1,
+            delay,
+            exc.detail,
+        )
+        backoff.sleep(delay)
 
     def check_credentials(self) -> None:
         """An upload with no file: a 401/403 means the credentials are refused, nothing lands."""
+        op = f"check the credentials for {self.url}"
+        form = {":action": (None, "file_upload"), "protocol_version": (None, "1")}
+        auth = (self.username, self.password)
         try:
-            resp = self.session.post(
-                self.url,
-                files={":action": (None, "file_upload"), "protocol_version": (None, "1")},
-                auth=(self.username, self.password),
-                timeout=30,
-            )
-        except requests.RequestException as exc:
+            resp = self._retrying(op, lambda: self._call("POST", self.url, files=form, auth=auth))
+        except PackageIndexError as exc:
             raise UsageError(f"package index {self.url} does not answer: {exc}") from None
         if resp.status_code in (401, 403):
             raise UsageError(
@@ -82,8 +200,11 @@ class PackageIndex:
         page = urljoin(self.simple_url, _project(filename) + "/")
         # Never follow a redirect: pypiserver and proxies send unknown projects to
         # another index, and what this index lacks is "not there", not a question
-        # for somebody else's server.
-        resp = self.session.get(page, timeout=30, allow_redirects=False)
+        # for somebody else's server. The body is read whole inside the attempt, so
+        # a page cut short is asked for again rather than missing a link.
+        resp = self._retrying(
+            f"read {page}", lambda: self._call("GET", page, allow_redirects=False)
+        )
         if resp.status_code == 404 or resp.is_redirect:
             return None
         if resp.status_code != 200:
@@ -101,44 +222,79 @@ class PackageIndex:
         url = self.find(filename)
         if url is None:
             return None
-        digest = hashlib.sha256()
-        with self.session.get(url, timeout=60, stream=True) as resp:
-            if resp.status_code != 200:
-                raise PackageIndexError(f"{url}: HTTP {resp.status_code}")
-            for chunk in resp.iter_content(1 << 20):
-                digest.update(chunk)
-        return digest.hexdigest()
+        found = url
+
+        def fetch() -> str:
+            digest = hashlib.sha256()
+            with self._call("GET", found, stream=True) as resp:
+                if resp.status_code != 200:
+                    raise PackageIndexError(f"{found}: HTTP {resp.status_code}")
+                try:
+                    for chunk in resp.iter_content(1 << 20):
+                        digest.update(chunk)
+                except TRANSIENT_ERRORS as exc:
+                    raise _Transient(f"the download broke off ({failure_reason(exc)})") from exc
+            return digest.hexdigest()
+
+        return self._retrying(f"download {found}", fetch)
 
     def upload(self, path: Path) -> None:
-        """Upload one file with twine; raise PackageIndexError with twine's output on failure."""
+        """Upload one file with twine, retrying transient failures; else PackageIndexError.
+
+        After a transient failure the index is asked for the file: if it has these
+        very bytes the upload landed and only its answer was lost, so it is not sent
+        again (an index refuses a second upload of a file name).
+        """
+        op = f"upload {path.name} to {self.url}"
+        expected = sha256_file(path)
+        backoff = self.retry.start()
+        while True:
+            failure = self._twine(path)
+            if failure is None:
+                return
+            if failure.status in (400, 409) and self.sha256(path.name) == expected:
+                return  # "already exists", with the same bytes: an earlier attempt landed
+            if not failure.transient:
+                raise PackageIndexError(
+                    f"twine upload of {path.name} to {self.url} failed: {failure.detail}"
+                )
+            self._pause_or_raise(op, _Transient(failure.detail), backoff)
+            if self.sha256(path.name) == expected:
+                return
+
+    def _twine(self, path: Path) -> _TwineFailure | None:
+        """Run twine once: None when it succeeded, else why it failed."""
         env = {
             **os.environ,
             "TWINE_USERNAME": self.username,
             "TWINE_PASSWORD": self.password,
             "TWINE_NON_INTERACTIVE": "1",
         }
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "twine",
-                "upload",
-                "--non-interactive",
-                "--disable-progress-bar",
-                "--repository-url",
-                self.url,
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=env,
-        )
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-            raise PackageIndexError(
-                f"twine upload of {path.name} to {self.url} failed: " + " | ".join(tail)
+        if is_loopback(urlsplit(self.url).hostname or ""):
+            # A loopback index is never reached through a proxy from the environment.
+            bypass = [env.get("NO_PROXY", ""), "127.0.0.1", "localhost", "::1"]
+            env["NO_PROXY"] = env["no_proxy"] = ",".join(b for b in bypass if b)
+        limit = max(300.0, 10 * self.timeout)  # twine sets no time-out of its own
+        command = [
+            sys.executable,
+            "-m",
+            "twine",
+            "upload",
+            "--non-interactive",
+            "--disable-progress-bar",
+            "--repository-url",
+            self.url,
+            str(path),
+        ]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, check=False, env=env, timeout=limit
             )
+        except subprocess.TimeoutExpired:
+            return _TwineFailure(f"twine did not finish within {limit:.0f} s", None, True)
+        if done.returncode == 0:
+            return None
+        return _TwineFailure.from_output(done.stdout + done.stderr)
 
 
 def index_from_env(env: Mapping[str, str], url: str | None = None) -> PackageIndex | None:
@@ -151,4 +307,11 @@ def index_from_env(env: Mapping[str, str], url: str | None = None) -> PackageInd
         raise UsageError(
             "SHIPYARD_INDEX_URL is set but SHIPYARD_INDEX_USER or SHIPYARD_INDEX_PASSWORD is not"
         )
-    return PackageIndex(url, user, password, env.get("SHIPYARD_INDEX_SIMPLE_URL", ""))
+    return PackageIndex(
+        url,
+        user,
+        password,
+        env.get("SHIPYARD_INDEX_SIMPLE_URL", ""),
+        timeout=http_timeout(env, (30.0, 30.0))[1],
+        insecure=env.get(INSECURE_VARIABLE) == "1",
+    )
