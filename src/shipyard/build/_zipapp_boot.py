@@ -111,11 +111,21 @@ def _extract(archive: str, tops: Sequence[str], folder: str) -> None:
             name = info.filename
             if info.is_dir() or not any(name == p or name.startswith(p + "/") for p in prefixes):
                 continue
-            path = os.path.join(folder, *name.split("/")[1:])
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with source.open(info) as src, open(path, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-            os.chmod(path, (info.external_attr >> 16) & 0o777 or 0o644)
+            parts = name.split("/")[1:]
+            # Only plain relative names: nothing may land outside `folder`.
+            if "\0" in name or any(part in ("", ".", "..") for part in parts):
+                raise BootError(f"the archive is damaged: it holds an unsafe name {name!r}")
+            path = os.path.join(folder, *parts)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with source.open(info) as src, open(path, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            except (FileExistsError, NotADirectoryError, IsADirectoryError):
+                raise BootError(
+                    f"the archive is damaged: {name!r} is a file and a folder"
+                ) from None
+            # Regular files only, 0755 or 0644: no setuid, no world-writable, no links.
+            os.chmod(path, 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
 
 
 def unpack(archive: str, tops: Sequence[str], target: str) -> str:
@@ -296,7 +306,11 @@ def main(archive: str) -> None:
     """Check the target, set up imports from `archive`, run the entry point and exit."""
     boot = marshal.loads(zipimport.zipimporter(archive).get_data(BOOT_DATA))
     info = boot["info"]
-    home = os.path.join(os.path.abspath(cache_root(os.environ)), info["build_id"])
+    build_id = str(info["build_id"])
+    if len(build_id) != 64 or not all(c in "0123456789abcdef" for c in build_id):
+        sys.stderr.write(f"{info['binary']}: the archive is damaged (bad build id)\n")
+        raise SystemExit(2)
+    home = os.path.join(os.path.abspath(cache_root(os.environ)), build_id)
     native = ""
     try:
         machine = os.uname().machine if hasattr(os, "uname") else "unknown"

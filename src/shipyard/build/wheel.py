@@ -20,7 +20,7 @@ from shipyard.build.engine import Artifact, BuildContext, Outcome
 from shipyard.build.plan import Action
 from shipyard.build.proc import run_logged
 from shipyard.build.sources import tree_hash
-from shipyard.errors import BuildError
+from shipyard.errors import BuildError, ShipyardError, UsageError
 from shipyard.stamp import ZIP_EPOCH, Stamp
 
 __all__ = ["BUILD_INFO", "WheelBuilder", "build_env", "build_info", "normalize_wheel"]
@@ -81,6 +81,23 @@ def _stamped(files: dict[str, tuple[bytes, bool]], info: Mapping[str, object]) -
     files[record] = ("".join(ln + "\n" for ln in lines).encode(), False)
 
 
+def _check_name(wheel: Path, name: str) -> None:
+    """Refuse an entry an installer could place outside its target folder."""
+    parts = name.split("/")
+    unsafe = (
+        name.startswith("/")
+        or "\\" in name
+        or "\0" in name
+        or re.match(r"[A-Za-z]:", name) is not None
+        or any(part in ("", ".", "..") for part in parts)
+    )
+    if unsafe:
+        raise ShipyardError(
+            f"{wheel.name}: entry '{name}' is not a plain relative path; "
+            "a wheel's files stay inside the folder it is installed into"
+        )
+
+
 def normalize_wheel(
     source: Path, target: Path, epoch: int, info: Mapping[str, object] | None = None
 ) -> None:
@@ -92,11 +109,15 @@ def normalize_wheel(
     """
     stamp = _zip_time(epoch)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
-        files = {
-            i.filename: (src.read(i), bool((i.external_attr >> 16) & 0o111))
-            for i in src.infolist()
-            if not i.is_dir()
-        }
+        files: dict[str, tuple[bytes, bool]] = {}
+        for i in src.infolist():
+            if i.is_dir():
+                continue
+            _check_name(source, i.filename)
+            if i.filename in files:
+                raise ShipyardError(f"{source.name}: '{i.filename}' appears twice in the wheel")
+            # Modes become 0644/0755: a symlink entry stays a file, setuid bits go.
+            files[i.filename] = (src.read(i), bool((i.external_attr >> 16) & 0o111))
         if info is not None:
             _stamped(files, info)
         for name in sorted(files, key=_order):
@@ -114,18 +135,26 @@ class WheelBuilder:
     kind = "wheel"
 
     def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        """Source files, version, clock, shipyard's version and the building Python."""
-        return tree_hash(
-            action.source,
-            "wheel",
-            __version__,
-            ctx.stamp.version,
-            str(ctx.stamp.epoch),
-            ctx.stamp.revision or "",
-            str(ctx.stamp.dirty),
-            "{}.{}".format(*sys.version_info[:2]),
-            exclude=action.nested,
-        )
+        """Source files, version, clock, shipyard's version and the building Python.
+
+        A source that no build may read (a symlink out of the repository, a pipe
+        or device file) fails here, before the backend runs, as bad input (exit 2).
+        """
+        try:
+            return tree_hash(
+                action.source,
+                "wheel",
+                __version__,
+                ctx.stamp.version,
+                str(ctx.stamp.epoch),
+                ctx.stamp.revision or "",
+                str(ctx.stamp.dirty),
+                "{}.{}".format(*sys.version_info[:2]),
+                exclude=action.nested,
+                root=ctx.root,
+            )
+        except UsageError as exc:
+            raise BuildError(action.id, str(exc)) from exc
 
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         """Build, normalise and publish the wheel into dist/wheels/."""
@@ -148,7 +177,10 @@ class WheelBuilder:
                     log=log,
                 )
             normalised = Path(tmp) / built[0].name
-            normalize_wheel(built[0], normalised, ctx.stamp.epoch, build_info(ctx.stamp))
+            try:
+                normalize_wheel(built[0], normalised, ctx.stamp.epoch, build_info(ctx.stamp))
+            except (ShipyardError, zipfile.BadZipFile) as exc:
+                raise BuildError(action.id, f"the PEP 517 backend's wheel: {exc}", log=log) from exc
             target = ctx.dist / "wheels" / built[0].name
             publish_file(normalised, target)
         artifact = Artifact(target, sha256_file(target), target.stat().st_size)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import marshal
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -28,7 +29,7 @@ from shipyard.build.engine import Artifact, BuildContext, Outcome
 from shipyard.build.plan import Action
 from shipyard.build.resolve import NATIVE, Resolution, resolve
 from shipyard.build.wheel import build_env, build_info
-from shipyard.errors import BuildError
+from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import ZIP_EPOCH
 
 __all__ = [
@@ -109,6 +110,45 @@ def write_archive(
                 archive.writestr(info, files[name].data, compresslevel=_LEVEL if compress else None)
 
 
+def _site_files(site: Path) -> dict[str, Path]:
+    """The files of an installed site by relative name, in name order.
+
+    Whatever an installer (or a hostile wheel) could leave that would smuggle
+    something in is refused: a symlink out of the site, a pipe or device file, a
+    name with a backslash.
+    A symlink to a file inside is read through; one to a folder is left out.
+    """
+    inside = site.resolve()
+    files: dict[str, Path] = {}
+    for folder, dirs, names in os.walk(site):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted([*names, *dirs]):
+            path = Path(folder) / name
+            rel = path.relative_to(site).as_posix()
+            if "\\" in name:  # a folder separator to Windows unzip tools: '..\\..\\x' escapes
+                raise ShipyardError(f"{path}: a backslash in a name; a zipapp holds plain names")
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                try:
+                    real = path.resolve()
+                except (OSError, RuntimeError):
+                    raise ShipyardError(f"{path}: a symlink loop in the installed site") from None
+                if not real.is_relative_to(inside):
+                    raise ShipyardError(
+                        f"{path}: a symlink to '{os.readlink(path)}' leaves the installed "
+                        f"site {site}; a zipapp holds only what is inside it"
+                    )
+                if not path.is_file():
+                    continue
+            elif stat.S_ISDIR(mode):
+                continue
+            elif not stat.S_ISREG(mode):
+                raise ShipyardError(f"{path}: not a regular file; a zipapp holds only files")
+            if not name.endswith(".pyc") and not rel.startswith("bin/"):
+                files[rel] = path
+    return dict(sorted(files.items()))
+
+
 def _module_name(rel: str) -> str | None:
     parts = rel.removesuffix(".py").split("/")
     if parts[-1] == "__init__":
@@ -128,13 +168,7 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     `info` is the build info without the keys derived here: native, extract (the
     top-level names holding native code), compiled and build_id (a hash of the rest).
     """
-    files: dict[str, Path] = {}
-    for folder, dirs, names in os.walk(site):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(names):
-            rel = (Path(folder) / name).relative_to(site).as_posix()
-            if not name.endswith(".pyc") and not rel.startswith("bin/"):
-                files[rel] = Path(folder) / name
+    files = _site_files(site)
     native = sorted({rel.split("/", 1)[0] for rel in files if NATIVE.search(rel)})
     modules: dict[str, str] = {}
     entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _BOOT_SOURCE)]
@@ -286,7 +320,10 @@ class ZipappBuilder:
             "distributions": {d.name: d.version for d in resolution.distributions},
             "shipyard": __version__,
         }
-        entries = layout(resolution.site, info, compile_pyc=opts.compile)
+        try:
+            entries = layout(resolution.site, info, compile_pyc=opts.compile)
+        except ShipyardError as exc:
+            raise BuildError(action.id, str(exc)) from exc
         suffix = "" if universal else "-" + resolution.platform.replace("/", "_")
         target = ctx.dist / "zipapps" / f"{binary}-{ctx.stamp.version}{suffix}.pyz"
         # Written next to the output (tmp is in dist/), made executable, then renamed:

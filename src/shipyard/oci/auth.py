@@ -43,9 +43,13 @@ __all__ = [
     "find_credentials",
     "parse_challenges",
     "parse_token_response",
+    "redact",
 ]
 
 _HELPER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# `user:password@` in a URL or host text; the password part is what `redact` hides.
+# The password runs to the last @ before the host: it may hold an @ itself.
+_USERINFO = re.compile(r"(?P<user>[^\s/@:'\"]*):(?P<password>[^\s/'\"]+)@")
 _HELPER_TIMEOUT = 30.0
 _TOKEN_CHARS = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _PARAM = re.compile(rf'\s*({_TOKEN_CHARS})\s*=\s*("(?:[^"\\]|\\.)*"|[^,\s]*)\s*,?')
@@ -83,6 +87,15 @@ class Challenge:
     def scopes(self) -> tuple[str, ...]:
         """The scopes the registry asked for (space-separated in the header)."""
         return tuple(self.params.get("scope", "").split())
+
+
+def redact(text: str) -> str:
+    """`text` with the password of every `user:password@` (a URL's userinfo) shown as ***.
+
+    For messages that echo what a user wrote as a host or URL, where a password
+    may have been put: `https://ci:hunter2@registry` -> `https://ci:***@registry`.
+    """
+    return _USERINFO.sub(lambda m: f"{m['user']}:***@", text)
 
 
 def parse_challenges(header: str) -> list[Challenge]:
@@ -231,7 +244,7 @@ _GLOBAL_VARIABLES = ("SHIPYARD_REGISTRY_USER", "SHIPYARD_REGISTRY_PASSWORD")
 
 def _host_of(key: str) -> str:
     key = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", "", key.strip())
-    return key.split("/", 1)[0].lower()
+    return key.split("/", 1)[0].rpartition("@")[2].lower()  # without any user:password@
 
 
 def _from_docker_config(host: str, env: Mapping[str, str]) -> Credentials | None:
@@ -253,7 +266,7 @@ def _from_docker_config(host: str, env: Mapping[str, str]) -> Credentials | None
     helpers = config.get("credHelpers") or {}
     for key, helper in helpers.items() if isinstance(helpers, dict) else ():
         if _host_of(key) == wanted and isinstance(helper, str):
-            return _from_helper(helper, key, path, f"credHelpers[{key!r}]", env)
+            return _from_helper(helper, key, path, redact(f"credHelpers[{key!r}]"), env)
     store = config.get("credsStore")
     if isinstance(store, str) and store:
         found = _from_helper(store, host, path, "credsStore", env)
@@ -262,7 +275,7 @@ def _from_docker_config(host: str, env: Mapping[str, str]) -> Credentials | None
     auths = config.get("auths") or {}
     for key, entry in auths.items() if isinstance(auths, dict) else ():
         if _host_of(key) == wanted and isinstance(entry, dict):
-            found = _from_auth_entry(entry, f"{path}: auths[{key!r}]")
+            found = _from_auth_entry(entry, redact(f"{path}: auths[{key!r}]"))
             if found is not None:
                 return found
     return None
@@ -315,8 +328,15 @@ def _from_helper(
         said = (done.stdout + done.stderr).strip()
         if "credentials not found" in said.lower():
             return None
-        first = said.splitlines()[0][:200] if said else "no output"
-        raise UsageError(f"{where}: {program} get {server} exited {done.returncode}: {first}")
+        # Only what it wrote to stderr, and not even that when it looks like an answer:
+        # a helper that fails after printing the secret must not have it echoed.
+        lines = done.stderr.strip().splitlines()
+        first = lines[0][:200] if lines else "no message on stderr"
+        if "secret" in first.lower() or "{" in first:
+            first = "(its message is withheld: it may hold the secret)"
+        raise UsageError(
+            f"{where}: {program} get {redact(server)} exited {done.returncode}: {redact(first)}"
+        )
     try:
         answer = json.loads(done.stdout)
         user, secret = answer["Username"], answer["Secret"]

@@ -6,6 +6,10 @@ with empty names, modes are 0644/0755, every mtime is the build's clock, and the
 gzip stream has no name and no time. Nothing is held in memory: the tar is
 written through two hashing sinks (diff_id, then digest) to a temporary file
 that is renamed to its digest.
+
+Base layers are never unpacked here, but they are checked before an image is
+built on them (`check_base_layer`), so shipyard does not hand on a layer that
+would write outside the root an unpacking tool gives it.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from io import BytesIO
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
-from shipyard._fs import TEMP_PREFIX, atomic_write
+from shipyard._fs import TEMP_PREFIX, atomic_write, sha256_file
 from shipyard.oci.model import LAYER_GZIP, Descriptor, Layer, OCIError
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "BlobStore",
     "Entry",
     "HashingWriter",
+    "check_base_layer",
     "layer_from_tarball",
     "scan_tree",
     "write_layer",
@@ -274,7 +279,13 @@ def scan_tree(folder: Path, prefix: str = "", *, skip: Sequence[str] = ()) -> li
 def _symlink(folder: Path, path: Path, rel: PurePosixPath, target: str) -> Entry:
     link = os.readlink(path)
     resolved = os.path.normpath(os.path.join(str(rel.parent), link))
-    if os.path.isabs(link) or resolved == ".." or resolved.startswith("../"):
+    # Both as written and as the file system resolves it (through other links).
+    leaves = os.path.isabs(link) or resolved == ".." or resolved.startswith("../")
+    try:
+        leaves = leaves or not path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        raise OCIError(f"{path}: a symlink loop ('{link}')") from None
+    if leaves:
         raise OCIError(f"{path}: symlink to '{link}' leaves {folder}; layers keep links inside")
     return Entry(target, "symlink", link=link)
 
@@ -338,3 +349,130 @@ def _inflate_into(first: bytes, src: BinaryIO, blob: HashingWriter, diff: hashli
         chunk = src.read(_CHUNK)
     if not inflate.eof:
         raise OCIError("truncated gzip stream")
+
+
+# Part of every check note: bump it when the rules change, so every base is checked again.
+_RULES = "1"
+_ZSTD = b"\x28\xb5\x2f\xfd"
+_OPAQUE = ".wh..wh..opq"
+
+
+class _HashingReader:
+    """A read-only file object that hashes what passes through it."""
+
+    def __init__(self, source: BinaryIO | gzip.GzipFile) -> None:
+        self.source = source
+        self.hash = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.source.read(size)
+        self.hash.update(data)
+        return data
+
+    def seek(self, offset: int) -> int:
+        raise OSError("a hashed stream is read once, front to back")
+
+
+def check_base_layer(layer: Layer, store: BlobStore) -> None:
+    """Refuse a base layer whose tar would write outside the root it is unpacked into.
+
+    Names and hard-link targets must be relative and free of '..'; no entry may
+    be written through, or over, a symlink the layer itself made; a whiteout must
+    name something. The blob must match its digest and diff_id. Setuid programs
+    and device nodes are normal in a root file system (su, /dev/null) and stay:
+    shipyard never unpacks a base, and changing one would change its digest.
+    A passed check is noted in `store`, so a blob is read once.
+    """
+    path, digest = layer.path, layer.descriptor.digest
+    where = f"base layer {digest}"
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise OCIError(f"{where}: {path} cannot be read ({exc.strerror})") from None
+    stamp = f"{_RULES}:{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}"
+    note = store.path(digest).with_suffix(".checked")
+    try:
+        if note.read_text() == stamp:
+            return
+    except OSError:
+        pass
+    if not stat.S_ISREG(info.st_mode):
+        raise OCIError(f"{where}: {path} is not a regular file")
+    try:
+        blob_hash, diff_hash = _read_layer(path, where)
+    except (OSError, EOFError, zlib.error, tarfile.TarError, OCIError) as exc:
+        # A blob that is not what its digest says is the first thing to report.
+        blob_hash = "sha256:" + sha256_file(path)
+        if blob_hash == digest:
+            if isinstance(exc, OCIError):
+                raise
+            raise OCIError(f"{where}: not a readable tar layer ({exc})") from None
+    if blob_hash != digest:
+        raise OCIError(f"{where}: {path} does not match its digest (it is {blob_hash})")
+    if layer.diff_id and diff_hash != layer.diff_id:
+        raise OCIError(f"{where}: its tar has diff_id {diff_hash}, its config says {layer.diff_id}")
+    atomic_write(note, stamp.encode())
+
+
+def _read_layer(path: Path, where: str) -> tuple[str, str]:
+    """Check every entry of the (gzip) tar at `path`; its digest and diff_id, as read."""
+    with path.open("rb") as handle:
+        magic = handle.read(4)
+        handle.seek(0)
+        if magic == _ZSTD:
+            raise OCIError(f"{where}: zstd layers cannot be checked; use a gzip base image")
+        blob = _HashingReader(handle)
+        if magic[:2] == b"\x1f\x8b":
+            with gzip.GzipFile(fileobj=blob, mode="rb") as inflated:
+                tar_stream = _HashingReader(inflated)
+                _check_entries(tar_stream, where)
+                while tar_stream.read(_CHUNK):
+                    pass  # the tar's end blocks and padding count in its diff_id
+            diff = tar_stream.hash
+        else:
+            _check_entries(blob, where)
+            while blob.read(_CHUNK):
+                pass
+            diff = blob.hash
+    return "sha256:" + blob.hash.hexdigest(), "sha256:" + diff.hexdigest()
+
+
+def _inside(name: str, what: str, where: str) -> str:
+    """`name` without './' and '/' padding; refused when absolute or with '..' parts."""
+    if name.startswith("/"):
+        raise OCIError(f"{where}: {what} '{name}' is an absolute path; layer paths are relative")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise OCIError(f"{where}: {what} '{name}' has a '..' part, which leaves the layer's root")
+    return "/".join(parts)
+
+
+def _check_entries(stream: _HashingReader, where: str) -> None:
+    with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+        _check_members(tar, where)
+
+
+def _check_members(tar: tarfile.TarFile, where: str) -> None:
+    links: dict[str, str] = {}  # the symlinks the layer made so far, by normalised name
+    while (member := tar.next()) is not None:
+        tar.members.clear()  # type: ignore[attr-defined]  # read once: headers must not pile up
+        name = _inside(member.name, "entry", where)
+        # The entry may not replace a link (an unpacker would write through it), and
+        # neither it nor a hard link's target may lie below one.
+        paths = [(name, True)]
+        if member.islnk():
+            paths.append((_inside(member.linkname, f"hard link '{member.name}' ->", where), False))
+        for path, own in paths:
+            parts = path.split("/")
+            for end in range(1, len(parts) + own):
+                prefix = "/".join(parts[:end])
+                if prefix in links:
+                    raise OCIError(
+                        f"{where}: entry '{member.name}' is written through the symlink "
+                        f"'{prefix}' -> '{links[prefix]}' the layer made"
+                    )
+        base = name.rpartition("/")[2]
+        if base.startswith(".wh.") and base != _OPAQUE and base[4:] in ("", ".", ".."):
+            raise OCIError(f"{where}: whiteout '{member.name}' names no file of the layer")
+        if member.issym():
+            links[name] = member.linkname
