@@ -18,6 +18,7 @@ __all__ = [
     "publish_file",
     "remove_stale_temps",
     "sha256_file",
+    "sync_folder",
 ]
 
 # Every temporary file or folder shipyard makes next to an output starts with
@@ -34,17 +35,34 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+def _commit(tmp: str, path: Path, mode: int) -> None:
+    """Make the finished temporary `tmp` durable, give it `mode` and rename it to `path`.
+
+    The fsync comes before the rename: otherwise a power cut could leave `path`
+    named but empty, and a cache entry written after it would point at nothing.
+    """
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _temporary(path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
+    os.close(fd)
+    return tmp
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+    tmp = _temporary(path)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        Path(tmp).write_bytes(data)
+        _commit(tmp, path, 0o644)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -52,20 +70,30 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 def publish_file(source: Path, path: Path, mode: int = 0o644) -> None:
     """Copy a finished file into place atomically, with `mode`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}.")
-    os.close(fd)
+    tmp = _temporary(path)
     try:
         shutil.copyfile(source, tmp)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        _commit(tmp, path, mode)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def sync_folder(folder: Path) -> None:
+    """Make the renames done in `folder` durable (before writing what refers to them)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def remove_stale_temps(root: Path) -> int:
-    """Delete temporaries left under `root` by a killed build; call under the build lock."""
+    """Delete temporaries left under `root` by a killed build.
+
+    Call only while holding the lock that keeps live writers out of `root`: the
+    build lock for dist/, the cache's lock (held alone) for the cache.
+    """
     removed = 0
     if not root.is_dir():
         return 0

@@ -5,21 +5,36 @@ build leaves at worst an unreferenced temp file, never a half entry):
 
     v1/blobs/<sha256>        output file contents
     v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size
+    v1/.lock                 held shared by every build using the cache
+
+Blobs are made durable before the entry that names them is written. Builds in
+different checkouts may share one cache, so the temporaries a killed build left
+are swept only by a build that finds no other holder of the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from platformdirs import user_cache_dir
 
-from shipyard._fs import atomic_write, publish_file, sha256_file
+from shipyard._fs import (
+    TEMP_PREFIX,
+    atomic_write,
+    publish_file,
+    remove_stale_temps,
+    sha256_file,
+    sync_folder,
+)
 from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
 from shipyard.build.plan import Action
 
@@ -51,18 +66,48 @@ class ActionCache:
         self.root = root / "v1"
         self.blobs = self.root / "blobs"
         self.actions = self.root / "actions"
+        self._lock: IO[str] | None = None
+        self._opening = threading.Lock()
 
     def _entry(self, key: str) -> Path:
         return self.actions / f"{key}.json"
 
+    def open(self) -> None:
+        """Join the builds using this cache (done on first use; the lock lasts the process).
+
+        The first user to find the cache idle sweeps the temporaries of killed
+        builds; while any build holds the lock shared, its temporaries are live.
+        """
+        with self._opening:
+            if self._lock is not None:
+                return
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = (self.root / ".lock").open("a")
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass  # another build is using the cache
+            else:
+                remove_stale_temps(self.root)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+            self._lock = handle
+
+    def close(self) -> None:
+        """Leave the cache (a later use joins again)."""
+        with self._opening:
+            if self._lock is not None:
+                self._lock.close()  # closing the file drops the lock
+                self._lock = None
+
     def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
         """Put a hit's outputs back in place; None on a miss or a damaged entry."""
+        self.open()
         try:
             entries = json.loads(self._entry(key).read_text())["outputs"]
-        except (OSError, ValueError, KeyError):
-            return None
-        blobs = [(self.blobs / e["sha256"], e) for e in entries]
-        if not all(blob.is_file() for blob, _ in blobs):
+            blobs = [(self.blobs / e["sha256"], e) for e in entries]
+            if not all(_size(blob) == e["size"] for blob, e in blobs):
+                return None
+        except (OSError, ValueError, KeyError, TypeError):
             return None
         restored: list[Artifact] = []
         for blob, entry in blobs:
@@ -74,15 +119,19 @@ class ActionCache:
             ):
                 publish_file(blob, target, entry.get("mode", 0o644))
             restored.append(Artifact(target, entry["sha256"], entry["size"]))
-        os.utime(self._entry(key))  # recently used: pruned last
+        with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
+            os.utime(self._entry(key))  # recently used: pruned last
         return tuple(restored)
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
-        """Record an action's outputs under its key (blobs first, then the entry)."""
+        """Record an action's outputs under its key: durable blobs first, then the entry."""
+        self.open()
         for artifact in outputs:
             blob = self.blobs / artifact.sha256
-            if not blob.is_file():
+            if _size(blob) != artifact.size:
                 publish_file(artifact.path, blob)
+        if outputs:
+            sync_folder(self.blobs)  # the blobs' names outlive a power cut before the entry's
         entry = {
             "key": key,
             "stored": int(time.time()),
@@ -104,6 +153,7 @@ class ActionCache:
 
     def prune(self, max_bytes: int) -> PruneResult:
         """Drop least recently used entries until the cache fits, then unreferenced blobs."""
+        self.open()
         entries = sorted(self.actions.glob("*.json"), key=lambda p: p.stat().st_mtime)
         removed = removed_bytes = 0
         while entries and self.size() > max_bytes:
@@ -115,10 +165,19 @@ class ActionCache:
                 o["sha256"] for e in entries for o in json.loads(e.read_text())["outputs"]
             }
             for blob in self.blobs.glob("*"):
-                if blob.name not in referenced:
+                # A temporary is another build's blob on its way in: never ours to drop.
+                if blob.name not in referenced and not blob.name.startswith(TEMP_PREFIX):
                     removed_bytes += blob.stat().st_size
                     blob.unlink()
         return PruneResult(removed, removed_bytes, self.size() if self.root.exists() else 0)
+
+
+def _size(path: Path) -> int | None:
+    """The size of the file at `path`, or None when there is none."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 class OutputCache(Protocol):

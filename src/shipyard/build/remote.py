@@ -4,6 +4,9 @@ Each action's outputs are stored as an OCI artifact: the output files are blobs
 (content-addressed, so they dedupe across actions and machines), listed as layers
 of a manifest whose tag is the action key. Blobs go up first and the tag last, so
 a reader never finds a key whose outputs are incomplete.
+
+Temporaries live under the checkout's dist/ (never the system temp folder), where
+the next build sweeps what a killed one left.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ _TITLE = "org.opencontainers.image.title"
 _MODE = "dev.shipyard.mode"  # octal; a zipapp stays executable
 
 
+def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder in `repo`/dist, swept by the next build if this one is killed."""
+    dist = repo / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}remote-", dir=dist)
+
+
 def parse_cache_url(url: str) -> tuple[str, str]:
     """`oci://HOST[:PORT]/REPO` -> (host, repository)."""
     if not url.startswith("oci://") or "/" not in url[len("oci://") :]:
@@ -45,7 +55,11 @@ class RemoteCache:
     repository: str
 
     def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
-        """Pull the artifact tagged `key` and put its files in place."""
+        """Pull the artifact tagged `key` and put its files in place; None on a miss.
+
+        Every blob is downloaded before any output is replaced, so a blob the
+        registry lost is a miss that leaves the outputs as they were.
+        """
         try:
             data, _, _ = self.registry.get_manifest(self.repository, key, [MEDIA_OCI_MANIFEST])
         except NotFound:
@@ -53,16 +67,25 @@ class RemoteCache:
         manifest = json.loads(data)
         if manifest.get("artifactType") != ARTIFACT_TYPE:
             return None
+        layers = manifest["layers"]
         restored: list[Artifact] = []
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
-            for layer in manifest["layers"]:
+        with _scratch(repo) as tmp:
+            pulled: list[tuple[Path, Path, int]] = []
+            for layer in layers:
                 relative = Path(layer["annotations"][_TITLE])
                 if relative.is_absolute() or ".." in relative.parts:
                     return None  # never write outside the repository
                 blob = Path(tmp) / layer["digest"].removeprefix("sha256:")
-                self.registry.pull_blob(self.repository, layer["digest"], blob, size=layer["size"])
-                target = repo / relative
-                publish_file(blob, target, int(layer["annotations"].get(_MODE, "644"), 8))
+                try:
+                    self.registry.pull_blob(
+                        self.repository, layer["digest"], blob, size=layer["size"]
+                    )
+                except NotFound:
+                    return None
+                mode = int(layer["annotations"].get(_MODE, "644"), 8)
+                pulled.append((blob, repo / relative, mode))
+            for (blob, target, mode), layer in zip(pulled, layers, strict=True):
+                publish_file(blob, target, mode)
                 restored.append(
                     Artifact(target, layer["digest"].removeprefix("sha256:"), layer["size"])
                 )
@@ -70,7 +93,7 @@ class RemoteCache:
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Push the output blobs, an empty config, then the manifest tagged `key`."""
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as tmp:
+        with _scratch(repo) as tmp:
             empty = Path(tmp) / "empty.json"
             empty.write_bytes(_EMPTY)
             empty_digest = "sha256:" + hashlib.sha256(_EMPTY).hexdigest()
@@ -118,6 +141,12 @@ class TieredCache:
         return found
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
-        """Store in both."""
-        self.local.store(key, outputs, repo)
+        """Store in the remote cache, then in the local one.
+
+        In this order a key in the local cache is also in the remote one: a build
+        killed between the two finds a local miss next time, takes the remote hit
+        and fills the local cache. The other order would leave the remote without
+        the key for good, since local hits never upload.
+        """
         self.remote.store(key, outputs, repo)
+        self.local.store(key, outputs, repo)
