@@ -185,6 +185,8 @@ class TokenIssuer:
         self.bundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         self._basic = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         self.requests: list[dict[str, list[str]]] = []
+        # The actions a token may grant; drop "push" for a read-only account.
+        self.allowed: set[str] = {"pull", "push", "delete", "*"}
 
     def answer(self, query: dict[str, list[str]], authorization: str | None) -> tuple[int, bytes]:
         """The token endpoint: 401 without the right basic credentials, else a signed JWT."""
@@ -198,7 +200,8 @@ class TokenIssuer:
         access = []
         for scope in query.get("scope", []):
             kind, name, actions = scope.split(":", 2)
-            access.append({"type": kind, "name": name, "actions": actions.split(",")})
+            granted = [a for a in actions.split(",") if a in self.allowed]
+            access.append({"type": kind, "name": name, "actions": granted})
         now = int(time.time())
         claims = {
             "iss": self.issuer,

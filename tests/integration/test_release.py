@@ -38,7 +38,7 @@ from shipyard.build.wheel import WheelBuilder
 from shipyard.errors import BuildError, UsageError
 from shipyard.oci.auth import Credentials
 from shipyard.oci.push import Publisher
-from shipyard.oci.registry import Registry
+from shipyard.oci.registry import Registry, RegistryError
 from shipyard.release import ReleaseContext, ReleaseOptions, prepare_release, release
 from shipyard.release.pipeline import PIPELINE, run_pipeline
 from shipyard.release.publish import PublishError
@@ -47,8 +47,10 @@ from tests.integration.registries import (
     PASSWORD,
     USER,
     ExtraRegistry,
+    TokenIssuer,
     free_port,
     running_registry,
+    running_token_server,
     write_htpasswd,
 )
 from tests.integration.test_push import make_layout, skopeo_raw
@@ -561,3 +563,51 @@ def test_an_existing_different_artifact_is_a_clear_error(
         assert Registry(hubs.open).manifest_exists(f"{prefix}/meshctl", version) == theirs
     else:
         assert sha256_file(pypiserver.packages / wheel) == sha256_file(changed)
+
+
+def test_wheels_built_only_for_images_are_not_released(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo", MANIFEST.replace("[wheel, image]", "[image]"))
+    env = release_env(hubs, pypiserver, f"rel-imgonly-{RUN}")
+    for name in ("SHIPYARD_INDEX_URL", "SHIPYARD_INDEX_USER", "SHIPYARD_INDEX_PASSWORD"):
+        env.pop(name)
+    lines: list[str] = []
+    ctx = context(repo, env, ReleaseOptions(version="7.0.0", dry_run=True), lines)
+    release(ctx)  # no package index is needed: no wheel is a declared output
+    assert list((repo / "dist" / "wheels").glob("*.whl"))  # built, as the images' input
+    staged = json.loads((ctx.release_dir / "release.json").read_text())
+    assert {a["kind"] for a in staged["artifacts"]} == {"image", "sbom"}
+    assert sum(line.startswith("would push image") for line in lines) == 4
+    assert not any("wheel" in line for line in lines if line.startswith("would"))
+
+
+def test_a_hub_that_only_allows_pull_fails_preflight(
+    hubs: Hubs, pypiserver: PackageServer, tmp_path: Path
+) -> None:
+    issuer = TokenIssuer(tmp_path, USER, PASSWORD)
+    issuer.allowed = {"pull"}  # the account can log in and read, not push
+    with (
+        running_token_server(issuer) as realm,
+        running_registry(tmp_path / "ro", token=(issuer, realm)) as readonly,
+    ):
+        client = Registry(readonly.host, credentials=Credentials(USER, PASSWORD))
+        client.ping()
+        assert client.manifest_exists("rel-ro/meshctl", "8.0.0") is None  # pull works
+        with pytest.raises(RegistryError):
+            client.check_push("rel-ro/meshctl")
+        repo = make_repo(tmp_path / "repo")
+        env = release_env(hubs, pypiserver, f"rel-ro-{RUN}")
+        user_var = "SHIPYARD_REGISTRY_" + readonly.host.replace(".", "_").replace(":", "_")
+        env["HUB_B"] = f"{readonly.host}/rel-ro"
+        env[f"{user_var}_USER"] = USER
+        env[f"{user_var}_PASSWORD"] = PASSWORD
+        ctx = context(repo, env, ReleaseOptions(version="8.0.0"))
+        with pytest.raises(UsageError, match=rf"hub {re.escape(readonly.host)}/rel-ro") as caught:
+            release(ctx)
+    assert caught.value.exit_code == 2
+    assert [(r.name, r.status) for r in ctx.results][:2] == [
+        ("preflight", "failed"),
+        ("build", "skipped"),
+    ]
+    assert _no_wheels(repo)

@@ -121,6 +121,24 @@ class Registry(Transport):
             if resp.status_code != 200:
                 raise self._error("ping", resp)
 
+    def check_push(self, repo: str) -> None:
+        """Check that the credentials may push to `repo`, storing nothing.
+
+        Starts a blob upload (the request a push makes first, which needs push
+        access) and cancels it. A refusal raises RegistryError (401/403: not
+        allowed); a registry that cannot cancel uploads is left to expire it.
+        """
+        validate_repository(repo)
+        op = f"check push access to {repo}"
+        location = self._start_upload(repo, "", None, op)
+        if location is None:
+            return
+        with (
+            contextlib.suppress(RegistryError),
+            self._send(op, lambda: self._authorized("DELETE", location, op, [_push(repo)])),
+        ):
+            pass
+
     def blob_exists(self, repo: str, digest: str) -> bool:
         """True if `repo` has the blob `digest` (HEAD)."""
         validate_repository(repo)

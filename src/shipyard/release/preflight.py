@@ -111,6 +111,8 @@ class Preflight:
                     client = ctx.registry_for(hub.host)
                     client.ping()
                     found = client.manifest_exists(repo, ctx.stamp.tag)
+                    if not ctx.options.dry_run:
+                        client.check_push(repo)  # pull access is not enough to release
                 except RegistryError as exc:
                     raise UsageError(
                         f"hub {text}: {exc.detail}; log in (docker login {hub.host}) or set "

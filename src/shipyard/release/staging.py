@@ -109,7 +109,14 @@ class StageRelease:
             for art in result.outputs:
                 if result.action.kind == "wheel" and art.path.suffix == ".whl":
                     wheel_of.update(dict.fromkeys(result.action.binaries, art.path))
-        for _, art in outputs_of(ctx, "wheel"):
+        declared = {b.name for b in ctx.plan.binaries if "wheel" in b.outputs}
+        released = [  # wheels built only as inputs of zipapps and images are not released
+            art
+            for result in (ctx.build.results if ctx.build else ())
+            if result.action.kind == "wheel" and declared & set(result.action.binaries)
+            for art in result.outputs
+        ]
+        for art in released:
             if art.path.suffix == ".whl":
                 (tmp / "wheels").mkdir(exist_ok=True)
                 shutil.copy2(art.path, tmp / "wheels" / art.path.name)
