@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
@@ -290,9 +291,26 @@ def _dispatch(args: argparse.Namespace) -> int:
     return _build(args)
 
 
+class _StderrHandler(logging.Handler):
+    """Writes the library's warnings (retries and their reasons) to the current stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"shipyard: {record.getMessage()}", file=sys.stderr)
+
+
+def _log_to_stderr() -> None:
+    """The library logs (never prints); the CLI shows warnings such as retries."""
+    logger = logging.getLogger("shipyard")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler(logging.WARNING))
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 a step failed, 2 bad input)."""
     args = parser().parse_args(argv)
+    _log_to_stderr()
     try:
         return _dispatch(args)
     except ShipyardError as exc:

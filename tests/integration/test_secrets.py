@@ -570,8 +570,4 @@ def test_credentials_written_into_a_registry_host_are_not_echoed(world: World) -
         result=f"{len(texts) - len(leaked)}/{len(texts)} refused without echoing the password",
         figures={"cases": len(texts), "leaks": len(leaked)},
     )
-    if leaked:
-        pytest.xfail(
-            "shipyard.oci.reference.InvalidReference echoes the host as written; "
-            "it needs auth.redact (see the helper's report): " + "; ".join(leaked)
-        )
+    assert leaked == []

@@ -114,3 +114,18 @@ def test_python_dash_m_and_invoke_agree(project: Path) -> None:
     )
     assert via_invoke.returncode == 2, via_invoke.stderr
     assert "did you mean 'standard'?" in via_invoke.stderr
+
+
+def test_library_warnings_such_as_retries_reach_stderr_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import logging
+
+    from shipyard import cli
+
+    cli._log_to_stderr()
+    cli._log_to_stderr()  # idempotent: main() runs it on every call
+    logging.getLogger("shipyard.oci._transport").warning("retry 1 of 3 in 0.5 s: 503")
+    logging.getLogger("shipyard.oci._transport").info("not shown")
+    err = capsys.readouterr().err
+    assert err == "shipyard: retry 1 of 3 in 0.5 s: 503\n"

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from shipyard.errors import UsageError
+from shipyard.oci.auth import redact
 
 __all__ = [
     "InvalidReference",
@@ -39,9 +40,10 @@ class InvalidReference(UsageError, ValueError):
     """An image reference, repository, tag or digest does not follow the OCI grammar (exit 2)."""
 
     def __init__(self, text: str, part: str, reason: str) -> None:
-        self.text = text
-        self.part = part
-        super().__init__(f"invalid image reference {text!r}: {part}: {reason}")
+        # What the user wrote may hold a password (`user:pass@host`): never echo it.
+        self.text = redact(text)
+        self.part = redact(part)
+        super().__init__(f"invalid image reference {self.text!r}: {self.part}: {redact(reason)}")
 
 
 def validate_repository(repository: str, *, text: str | None = None) -> str:
