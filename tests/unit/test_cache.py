@@ -6,7 +6,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from shipyard._fs import TEMP_PREFIX, remove_stale_temps, sha256_file
+from shipyard.build import cache as cache_module
 from shipyard.build.cache import ActionCache, CachingBuilder, default_cache_dir
 from shipyard.build.engine import Artifact, BuildContext, Outcome
 from shipyard.build.plan import Action
@@ -101,3 +104,32 @@ def test_stale_temporaries_are_swept(tmp_path: Path) -> None:
     (tmp_path / "wheels" / "kept.whl").write_text("whole")
     assert remove_stale_temps(tmp_path) == 2
     assert [p.name for p in tmp_path.rglob("*")] == ["wheels", "kept.whl"]
+
+
+def test_outputs_in_place_are_not_hashed_again_until_they_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, action, cache = _setup(tmp_path)
+    inner = Counting()
+    CachingBuilder(inner, cache).build(action, ctx, ())
+    out = ctx.dist / "wheels" / "x.whl"
+    hashed: list[Path] = []
+    real = sha256_file
+
+    def counting(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(cache_module, "sha256_file", counting)
+    fresh = ActionCache(tmp_path / "cache")  # a new process: the record is on disk
+    for _ in range(3):
+        assert CachingBuilder(inner, fresh).build(action, ctx, ()).cached
+    assert hashed == []  # the stat facts match what the build recorded
+    out.write_text("content b")  # same size, other bytes: the stat facts change
+    outcome = CachingBuilder(inner, ActionCache(tmp_path / "cache")).build(action, ctx, ())
+    assert outcome.cached and inner.builds == 1
+    assert hashed == [out]
+    assert out.read_text() == "content a"  # restored from the cache
+    hashed.clear()
+    assert CachingBuilder(inner, ActionCache(tmp_path / "cache")).build(action, ctx, ()).cached
+    assert hashed == []

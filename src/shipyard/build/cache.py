@@ -6,6 +6,7 @@ build leaves at worst an unreferenced temp file, never a half entry):
     v1/blobs/<sha256>        output file contents
     v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size
     v1/.lock                 held shared by every build using the cache
+    v1/checked/<repo>.json   outputs already in place and verified, by stat (see _Checked)
 
 Blobs are made durable before the entry that names them is written. Builds in
 different checkouts may share one cache, so the temporaries a killed build left
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import threading
@@ -59,6 +61,60 @@ class PruneResult:
     kept_bytes: int
 
 
+class _Checked:
+    """Outputs known to hold their recorded bytes, by (size, mtime, ctime, inode).
+
+    A no-op build would otherwise hash every output in dist/ (hundreds of MB of
+    image tarballs) to learn that it is already in place. As git's index does,
+    a file whose stat facts are unchanged since it was written or hashed is
+    taken to be unchanged; any write, rename or chmod changes them. Builds in
+    one checkout take turns (dist/.lock), so one file per checkout suffices.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._data: dict[str, list[int | str]] | None = None
+
+    def _loaded(self) -> dict[str, list[int | str]]:
+        if self._data is None:
+            try:
+                loaded = json.loads(self.path.read_bytes())
+                self._data = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                self._data = {}
+        return self._data
+
+    @staticmethod
+    def _facts(target: Path, sha256: str) -> list[int | str] | None:
+        try:
+            st = target.stat()
+        except OSError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha256]
+
+    def holds(self, target: Path, sha256: str, size: int) -> bool:
+        """True if `target` was seen with `sha256` and has not changed since."""
+        facts = self._facts(target, sha256)
+        if facts is None or facts[0] != size:
+            return False
+        with self._lock:
+            return self._loaded().get(str(target)) == facts
+
+    def note(self, targets: list[tuple[Path, str]]) -> None:
+        """Record that each target now holds its sha256 (it was just written or hashed)."""
+        with self._lock:
+            data = self._loaded()
+            changed = False
+            for target, sha256 in targets:
+                facts = self._facts(target, sha256)
+                if facts is not None and data.get(str(target)) != facts:
+                    data[str(target)] = facts
+                    changed = True
+            if changed:
+                atomic_write(self.path, json.dumps(data, sort_keys=True).encode())
+
+
 class ActionCache:
     """Content-addressed store of action outputs."""
 
@@ -68,6 +124,14 @@ class ActionCache:
         self.actions = self.root / "actions"
         self._lock: IO[str] | None = None
         self._opening = threading.Lock()
+        self._checked: dict[Path, _Checked] = {}
+
+    def _checked_for(self, repo: Path) -> _Checked:
+        with self._opening:
+            if repo not in self._checked:
+                name = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:32]
+                self._checked[repo] = _Checked(self.root / "checked" / f"{name}.json")
+            return self._checked[repo]
 
     def _entry(self, key: str) -> Path:
         return self.actions / f"{key}.json"
@@ -110,15 +174,20 @@ class ActionCache:
         except (OSError, ValueError, KeyError, TypeError):
             return None
         restored: list[Artifact] = []
+        checked = self._checked_for(repo)
+        seen: list[tuple[Path, str]] = []
         for blob, entry in blobs:
             target = repo / entry["path"]
-            if not (
-                target.is_file()
-                and target.stat().st_size == entry["size"]
-                and sha256_file(target) == entry["sha256"]
-            ):
-                publish_file(blob, target, entry.get("mode", 0o644))
+            if not checked.holds(target, entry["sha256"], entry["size"]):
+                if not (
+                    target.is_file()
+                    and target.stat().st_size == entry["size"]
+                    and sha256_file(target) == entry["sha256"]
+                ):
+                    publish_file(blob, target, entry.get("mode", 0o644))
+                seen.append((target, entry["sha256"]))
             restored.append(Artifact(target, entry["sha256"], entry["size"]))
+        checked.note(seen)
         with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
             os.utime(self._entry(key))  # recently used: pruned last
         return tuple(restored)
@@ -130,6 +199,7 @@ class ActionCache:
             blob = self.blobs / artifact.sha256
             if _size(blob) != artifact.size:
                 publish_file(artifact.path, blob)
+        self._checked_for(repo).note([(a.path, a.sha256) for a in outputs])
         if outputs:
             sync_folder(self.blobs)  # the blobs' names outlive a power cut before the entry's
         entry = {

@@ -31,7 +31,6 @@ from shipyard.oci.layer import BlobStore, check_base_layer, layer_from_tarball
 from shipyard.oci.layout import find_images, read_layout
 from shipyard.oci.model import CONFIG, Config, Descriptor, History, Image, OCIError, Platform
 from shipyard.oci.reference import parse_reference
-from shipyard.oci.registry import Registry
 
 __all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "blob_store", "load_base"]
 
@@ -140,6 +139,8 @@ def _from_registry(
 ) -> dict[Platform, Base]:
     """Manifests from the registry every time (tags move); blobs only when not in the store."""
     ref = parse_reference(source)
+    from shipyard.oci.registry import Registry  # the HTTP stack only for registry bases
+
     registry = Registry(ref.registry, environ=env)
     data, media_type, digest = registry.get_manifest(ref.repository, ref.identifier)
     seen = {digest: data}
