@@ -23,7 +23,7 @@ from shipyard.build.engine import Artifact, BuildContext, Outcome
 from shipyard.build.image import write_images
 from shipyard.build.plan import Action
 from shipyard.build.sources import tree_hash
-from shipyard.errors import BuildError
+from shipyard.errors import BuildError, UsageError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.base import blob_store
 from shipyard.oci.model import Image
@@ -39,17 +39,21 @@ class DockerfileBuilder:
     def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
         """The Dockerfile's folder, the wheel, platforms, settings, clock and versions."""
         dockerfile = self._dockerfile(action, ctx)
-        return tree_hash(
-            dockerfile.parent,
-            "dockerfile",
-            __version__,
-            ctx.stamp.version,
-            str(ctx.stamp.epoch),
-            dockerfile.name,
-            ",".join(action.platforms),
-            *(a.sha256 for a in deps),
-            repr(action.image),
-        )
+        try:
+            return tree_hash(
+                dockerfile.parent,
+                "dockerfile",
+                __version__,
+                ctx.stamp.version,
+                str(ctx.stamp.epoch),
+                dockerfile.name,
+                ",".join(action.platforms),
+                *(a.sha256 for a in deps),
+                repr(action.image),
+                root=ctx.root,
+            )
+        except UsageError as exc:  # a hostile build context: bad input, exit 2
+            raise BuildError(action.id, str(exc)) from exc
 
     @staticmethod
     def _dockerfile(action: Action, ctx: BuildContext) -> Path:

@@ -167,7 +167,12 @@ class WheelBuilder:
         with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "wheel-", dir=ctx.dist) as tmp:
             out = Path(tmp) / "out"
             command += ["--outdir", str(out), str(action.source)]
-            returncode = run_logged(command, log, env=build_env(ctx), cwd=action.source)
+            # The front end's isolated environments go inside our temporary, so a
+            # killed build's leftovers are swept with it by the next build.
+            scratch = Path(tmp) / "tmp"
+            scratch.mkdir()
+            env = {**build_env(ctx), "TMPDIR": str(scratch)}
+            returncode = run_logged(command, log, env=env, cwd=action.source)
             built = sorted(out.glob("*.whl")) if out.is_dir() else []
             if returncode != 0 or len(built) != 1:
                 raise BuildError(

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
+from types import CodeType
 
 from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX, sha256_file
@@ -159,7 +160,13 @@ def _module_name(rel: str) -> str | None:
 def _pyc(rel: str, data: bytes) -> bytes:
     code = compile(data, f"{boot.SITE}/{rel}", "exec", dont_inherit=True)
     # Unchecked hash-based (PEP 552): no timestamp, and an archive never changes.
-    return MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(data) + marshal.dumps(code)
+    return MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(data) + _marshal(code)
+
+
+def _marshal(code: CodeType) -> bytes:
+    """Code as marshal format 2: formats 3+ mark shared objects by reference count,
+    so their bytes depend on what else the process imported (not reproducible)."""
+    return marshal.dumps(code, 2)
 
 
 def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False) -> list[Entry]:
@@ -174,7 +181,7 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _BOOT_SOURCE)]
     if info.get("python") == "{}.{}".format(*sys.version_info[:2]):
         code = compile(_BOOT_SOURCE, boot.SOURCE, "exec", dont_inherit=True)
-        entries.append(Entry(boot.CODE % MAGIC_NUMBER.hex(), marshal.dumps(code)))
+        entries.append(Entry(boot.CODE % MAGIC_NUMBER.hex(), _marshal(code)))
     for rel, path in files.items():
         data = path.read_bytes()
         executable = bool(NATIVE.search(rel)) or os.access(path, os.X_OK)
