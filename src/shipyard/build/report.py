@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,20 @@ def _rel(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def report_json(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> dict[str, Any]:
-    """The report as a JSON-ready mapping."""
+def report_json(
+    plan: Plan,
+    results: Sequence[Result],
+    ctx: BuildContext,
+    build_seconds: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
+    """The report as a JSON-ready mapping.
+
+    `build_seconds` of an action is how long its last real build took: this
+    build's duration when it was built, else carried over from `build_seconds`
+    (the last report's), so a no-op build keeps what scheduling needs.
+    """
     root = ctx.root
+    earlier = build_seconds or {}
     return {
         "project": plan.manifest.project.name,
         "version": ctx.stamp.version,
@@ -33,6 +44,9 @@ def report_json(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> dic
                 "status": r.status,
                 "reason": r.reason,
                 "duration": round(r.duration, 3),
+                "build_seconds": (
+                    round(r.duration, 3) if r.status == "built" else earlier.get(r.action.id)
+                ),
                 "inputs": r.inputs,
                 "outputs": [
                     {"path": _rel(a.path, root), "sha256": a.sha256, "size": a.size}
@@ -46,11 +60,17 @@ def report_json(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> dic
     }
 
 
-def write_report(plan: Plan, results: Sequence[Result], ctx: BuildContext) -> Path:
+def write_report(
+    plan: Plan,
+    results: Sequence[Result],
+    ctx: BuildContext,
+    build_seconds: Mapping[str, float] | None = None,
+) -> Path:
     """Write dist/report.json atomically and return its path."""
     path = ctx.dist / "report.json"
-    data = json.dumps(report_json(plan, results, ctx), indent=2, sort_keys=False) + "\n"
-    atomic_write(path, data.encode())
+    data = report_json(plan, results, ctx, build_seconds)
+    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+    atomic_write(path, text.encode())
     trace = json.dumps(trace_json(results), separators=(",", ":")) + "\n"
     atomic_write(ctx.dist / "trace.json", trace.encode())
     return path

@@ -92,6 +92,7 @@ def execute(
             cache = TieredCache(cache, RemoteCache(default_registry(host), repository))
         chosen = {k: CachingBuilder(b, cache, force=options.force) for k, b in builders.items()}
     with exclusive(dist / ".lock"):
+        durations = previous_durations(dist / "report.json")
         remove_stale_temps(dist)
         reset()
         try:
@@ -102,12 +103,12 @@ def execute(
                 jobs=options.jobs,
                 keep_going=options.keep_going,
                 on_event=on_event,
-                durations=previous_durations(dist / "report.json"),
+                durations=durations,
             )
         except KeyboardInterrupt:
             # Builders remove their temporaries as they unwind; a worker caught
             # between steps may not, so sweep under the lock we still hold.
             remove_stale_temps(dist)
             raise
-        report = write_report(plan, results, ctx)
+        report = write_report(plan, results, ctx, durations)
     return BuildRun(plan, ctx, tuple(results), report)
