@@ -403,7 +403,8 @@ def test_good_env_vars_take_their_defaults(tmp_path: Path) -> None:
     assert app.source == m.root / "app"
     assert app.image.base == "oci-layout:.shipyard/base/python-3.11"
     assert app.image.hubs == ("127.0.0.1:5000/demo", "mirror.example/demo")
-    assert app.image.tags == ("latest", "cost-$5")
+    assert app.image.tags == ("latest",)
+    assert app.image.labels["note"] == "cost-$5"
 
 
 def test_good_env_vars_env_wins_over_default(tmp_path: Path) -> None:
@@ -421,7 +422,8 @@ def test_good_env_vars_env_wins_over_default(tmp_path: Path) -> None:
     assert app.source == m.root / "other"
     assert app.image.base == "docker.io/library/python:3.11-slim"
     assert app.image.hubs == ("ghcr.io/acme", "mirror.example/acme-demo")
-    assert app.image.tags == ("v2", "cost-$5")
+    assert app.image.tags == ("v2",)
+    assert app.image.labels["note"] == "cost-$5"
 
 
 def test_good_env_vars_uses_os_environ_by_default(

@@ -7,72 +7,82 @@ from collections.abc import Mapping
 from typing import Any
 
 from shipyard.errors import Location, ManifestError, Problem
+from shipyard.manifest._report import MAX_PROBLEMS, capped, dotted, shown
 from shipyard.manifest._yaml import KeyPath, Positions
 
 __all__ = ["expand"]
 
 # ${NAME} or ${NAME:-default}; "$$" writes a literal "$". The default is literal
-# text: no nested expansion, so no expansion loops are possible. Any other
-# closed ${...} is reported as such; a lone "${" as unclosed.
-_REF = re.compile(
-    r"\$\$|\$\{(?P<name>[^}:]*)(?::-(?P<default>[^}]*))?\}|\$\{(?P<other>[^}]*)\}|\$\{"
-)
+# text: no nested expansion, so no expansion loops are possible. Any other closed
+# ${...} is reported as such; a "${" with no "}" after it as unclosed. A hand-written
+# scan rather than one regular expression: a value of many unclosed "${" made the
+# expression try every one of them to the end of the text (quadratic time).
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def _dotted(path: KeyPath) -> str:
-    return ".".join(str(p) for p in path)
+class _Expansion:
+    """Expands one string, adding a problem for each bad or unset reference."""
 
+    def __init__(
+        self, env: Mapping[str, str], path: KeyPath, positions: Positions, problems: list[Problem]
+    ) -> None:
+        self.env = env
+        self.path = path
+        self.positions = positions
+        self.problems = problems
 
-def _expand_one(
-    text: str, env: Mapping[str, str], path: KeyPath, positions: Positions, problems: list[Problem]
-) -> str:
-    def where(offset: int) -> Location:
-        node = positions.node(path)
+    def _where(self, offset: int) -> Location:
+        node = self.positions.node(self.path)
         if node.plain:
             return Location(node.value.file, node.value.line, node.value.column + offset)
         return node.value
 
-    def replace(match: re.Match[str]) -> str:
-        whole = match.group(0)
-        if whole == "$$":
-            return "$"
-        name = match.group("name")
-        if match.group("other") is not None:
-            name = "-"  # closed but not NAME or NAME:-default: reported below
-        if name is None:
-            problems.append(
-                Problem(where(match.start()), _dotted(path), "unclosed '${'", "write ${NAME}")
-            )
-            return whole
+    def _problem(self, offset: int, message: str, hint: str) -> None:
+        self.problems.append(Problem(self._where(offset), dotted(self.path), message, hint))
+
+    def run(self, text: str) -> str:
+        out: list[str] = []
+        i = 0
+        while (start := text.find("$", i)) >= 0 and len(self.problems) <= MAX_PROBLEMS:
+            out.append(text[i:start])
+            if text.startswith("$$", start):
+                out.append("$")
+                i = start + 2
+            elif not text.startswith("${", start):
+                out.append("$")
+                i = start + 1
+            else:
+                end = text.find("}", start)
+                if end < 0:
+                    # Every later "${" is unclosed too: one report says it all.
+                    self._problem(start, "unclosed '${'", "write ${NAME}")
+                    break
+                out.append(self._reference(text[start : end + 1], start))
+                i = end + 1
+        out.append(text[i:])
+        return "".join(out)
+
+    def _reference(self, whole: str, offset: int) -> str:
+        name, colon, default = whole[2:-1].partition(":-")
         if not _NAME.match(name):
-            problems.append(
-                Problem(
-                    where(match.start()),
-                    _dotted(path),
-                    f"'{whole}' is not a variable reference",
-                    "use ${NAME} or ${NAME:-default}; write $$ for a literal $",
-                )
+            self._problem(
+                offset,
+                f"{shown(whole)} is not a variable reference",
+                "use ${NAME} or ${NAME:-default}; write $$ for a literal $",
             )
             return whole
-        value = env.get(name)
-        default = match.group("default")
+        value = self.env.get(name)
         # As in the shell: ":-" takes the default when the variable is unset or empty.
-        if value is not None and (value or default is None):
+        if value is not None and (value or not colon):
             return value
-        if default is not None:
+        if colon:
             return default
-        problems.append(
-            Problem(
-                where(match.start()),
-                _dotted(path),
-                f"environment variable {name} is not set",
-                f"set {name}, or give a default: ${{{name}:-value}}",
-            )
+        self._problem(
+            offset,
+            f"environment variable {name} is not set",
+            f"set {name}, or give a default: ${{{name}:-value}}",
         )
         return whole
-
-    return _REF.sub(replace, text)
 
 
 def expand(value: Any, env: Mapping[str, str], positions: Positions) -> Any:
@@ -81,7 +91,9 @@ def expand(value: Any, env: Mapping[str, str], positions: Positions) -> Any:
 
     def walk(item: Any, path: KeyPath) -> Any:
         if isinstance(item, str):
-            return _expand_one(item, env, path, positions, problems) if "$" in item else item
+            if "$" not in item or len(problems) > MAX_PROBLEMS:
+                return item
+            return _Expansion(env, path, positions, problems).run(item)
         if isinstance(item, dict):
             return {k: walk(v, (*path, k)) for k, v in item.items()}
         if isinstance(item, list):
@@ -90,5 +102,5 @@ def expand(value: Any, env: Mapping[str, str], positions: Positions) -> Any:
 
     result = walk(value, ())
     if problems:
-        raise ManifestError(problems)
+        raise ManifestError(capped(problems))
     return result

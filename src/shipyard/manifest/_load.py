@@ -4,7 +4,8 @@ Validation (pydantic, positions, references) costs a few hundred milliseconds of
 imports alone; a no-op build should cost less than that in total. The cache key
 covers the manifest's bytes, the values of the variables it references, and the
 code that validates it; the file-system facts validation checked (each source has
-a pyproject.toml) are checked again on a hit.
+a pyproject.toml, each lock file holds only pinned requirements) are checked again
+on a hit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from shipyard._fs import atomic_write
 from shipyard.errors import UsageError
+from shipyard.manifest._lock import lock_problems
 from shipyard.manifest._types import Manifest, manifest_from_json, manifest_to_json
 
 __all__ = ["load_manifest"]
@@ -37,7 +39,14 @@ def _key(path: Path, data: bytes, env: Mapping[str, str]) -> str:
 
 
 def _still_valid(manifest: Manifest) -> bool:
-    return all((b.source / "pyproject.toml").is_file() for b in manifest.binaries.values())
+    for binary in manifest.binaries.values():
+        if not (binary.source / "pyproject.toml").is_file():
+            return False
+        # A lock file is not part of the key: read it again (a full load reports it).
+        lock = binary.requirements
+        if lock is not None and (not lock.is_file() or lock_problems(lock, "")):
+            return False
+    return True
 
 
 def load_manifest(

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from packaging.version import InvalidVersion, Version
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS
 
@@ -42,6 +51,119 @@ Platform = Literal[
 HostOS = Literal["linux", "darwin", "windows"]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
+# The checks below run after `${}` expansion, on what the tools will be given; as
+# validators rather than patterns they stay out of the JSON Schema, which sees the
+# text before expansion. Values reach file names, image configs, registry URLs and
+# argument vectors (never a shell), so each is held to the grammar of where it goes.
+
+# Control characters, and line breaks a single-line value must not hold.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(value: str) -> str:
+    if _BREAK.search(value):
+        raise ValueError("write it on one line, without control characters")
+    return value
+
+
+def _no_controls(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("remove the control characters")
+    return value
+
+
+Line = Annotated[str, AfterValidator(_one_line)]
+Text = Annotated[str, AfterValidator(_no_controls)]
+
+# The OCI distribution grammar, as shipyard.oci.reference checks it again before
+# any request (that package is not imported here: it pulls in the HTTP client).
+_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-fA-F:.]+\])(?::(?P<port>[0-9]{{1,5}}))?")
+_DIGEST = re.compile(r"sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}")
+_MAX_REPOSITORY = 255
+# The image config's User: a name or id, optionally with a group name or id.
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})?")
+
+
+def _tag(value: str) -> str:
+    if not _TAG.fullmatch(value):
+        raise ValueError(
+            "an image tag is 1-128 letters, digits, '_', '.' or '-', not starting with '.' or '-'"
+        )
+    return value
+
+
+def _registry(value: str) -> tuple[str, str]:
+    """Check `host[:port][/path]`; return the host and the path."""
+    if "://" in value:
+        raise ValueError("leave out the scheme: write host[:port]/path, e.g. ghcr.io/acme")
+    host, _, path = value.partition("/")
+    found = _HOST.fullmatch(host)
+    if not found or not ("." in host or ":" in host or host == "localhost"):
+        raise ValueError("start with a registry host[:port], e.g. 127.0.0.1:5000/mesh")
+    if found.group("port") and not 0 < int(found.group("port")) < 65536:
+        raise ValueError("a port is 1-65535")
+    return host, path
+
+
+def _repository(path: str) -> None:
+    if len(path) > _MAX_REPOSITORY:
+        raise ValueError(f"a repository path is at most {_MAX_REPOSITORY} characters")
+    if not all(_COMPONENT.fullmatch(part) for part in path.split("/")):
+        raise ValueError(
+            "a repository path is lower-case letters and digits, separated by "
+            "'.', '_', '__' or '-', in parts joined by '/'"
+        )
+
+
+def _hub(value: str) -> str:
+    _, path = _registry(value)
+    if path or value.endswith("/"):
+        _repository(path)
+    return value
+
+
+def _base(value: str) -> str:
+    if value.startswith("oci-layout:"):
+        if not value.removeprefix("oci-layout:"):
+            raise ValueError("write oci-layout:PATH")
+        return _one_line(value)
+    rest, at, digest = value.partition("@")
+    if at and not _DIGEST.fullmatch(digest):
+        raise ValueError("a digest is sha256:<64 hex> or sha512:<128 hex>")
+    _, path = _registry(rest)
+    name, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
+    if not name:
+        raise ValueError("name the repository: host[:port]/path[:tag][@digest]")
+    _repository(name)
+    if colon:
+        _tag(tag)
+    return value
+
+
+def _user(value: str) -> str:
+    if not _USER.fullmatch(value):
+        raise ValueError("write a user or uid, optionally :group or :gid, e.g. 65532 or app:app")
+    return value
+
+
+def _version(value: str) -> str:
+    if value != "git":
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise ValueError("write a PEP 440 version such as 1.4.0, or git") from None
+    return value
+
+
+Tag = Annotated[str, AfterValidator(_tag)]
+Hub = Annotated[str, AfterValidator(_hub)]
+BaseImage = Annotated[str, AfterValidator(_base)]
+User = Annotated[str, AfterValidator(_user)]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -50,14 +172,16 @@ class _Strict(BaseModel):
 class ImageDoc(_Strict):
     """How a binary's OCI image is made and where it is pushed."""
 
-    base: str | None = Field(None, description="Base image: registry reference or oci-layout:PATH")
-    hubs: list[str] | None = Field(None, description="Registries/repositories to push to")
-    tags: list[str] | None = Field(None, description="Tags to push; ${VERSION} available")
-    user: str | None = Field(None, description="User the entrypoint runs as")
-    workdir: str | None = Field(None, description="Working directory in the image")
-    env: dict[EnvName, str] | None = Field(None, description="Environment of the entrypoint")
-    labels: dict[str, str] | None = Field(None, description="Image config labels")
-    dockerfile: str | None = Field(
+    base: BaseImage | None = Field(
+        None, description="Base image: registry reference or oci-layout:PATH"
+    )
+    hubs: list[Hub] | None = Field(None, description="Registries/repositories to push to")
+    tags: list[Tag] | None = Field(None, description="Tags to push; ${VERSION} available")
+    user: User | None = Field(None, description="User the entrypoint runs as")
+    workdir: Line | None = Field(None, description="Working directory in the image")
+    env: dict[EnvName, Text] | None = Field(None, description="Environment of the entrypoint")
+    labels: dict[Line, Text] | None = Field(None, description="Image config labels")
+    dockerfile: Line | None = Field(
         None, description="Build with the Docker engine from this Dockerfile instead"
     )
 
@@ -65,7 +189,9 @@ class ImageDoc(_Strict):
 class ZipappDoc(_Strict):
     """How a binary's zipapp is made."""
 
-    shebang: str | None = Field(None, description="Interpreter line (default /usr/bin/env python3)")
+    shebang: Line | None = Field(
+        None, description="Interpreter line (default /usr/bin/env python3)"
+    )
     compress: bool | None = Field(None, description="Deflate entries (default true)")
     compile: bool | None = Field(
         None, description="Ship .pyc files; shipyard must run the target Python (default false)"
@@ -80,13 +206,13 @@ class DefaultsDoc(_Strict):
     host: list[HostOS] | None = Field(default=None, min_length=1)
     image: ImageDoc | None = None
     zipapp: ZipappDoc | None = None
-    smoke: list[str] | None = None
+    smoke: list[Text] | None = None
 
 
 class BinaryDoc(_Strict):
     """One program the repository ships."""
 
-    source: str = Field(description="Directory with the pyproject.toml that builds it")
+    source: Line = Field(description="Directory with the pyproject.toml that builds it")
     entrypoint: EntryPoint = Field(description="module:function that runs the program")
     outputs: list[Output] | None = Field(
         default=None, min_length=1, description="What to build (default: wheel)"
@@ -97,17 +223,19 @@ class BinaryDoc(_Strict):
     host: list[HostOS] | None = Field(None, min_length=1, description="Host OSes that may build it")
     image: ImageDoc | None = None
     zipapp: ZipappDoc | None = None
-    requirements: str | None = Field(
+    requirements: Line | None = Field(
         None, description="Hash-pinned lock file (uv pip compile --generate-hashes) to install"
     )
-    smoke: list[str] | None = Field(None, description="Arguments of a smoke run, e.g. [--version]")
+    smoke: list[Text] | None = Field(None, description="Arguments of a smoke run, e.g. [--version]")
 
 
 class ProjectDoc(_Strict):
     """The repository's name, version and target Python."""
 
     name: Name
-    version: str = Field("git", description="PEP 440 literal, or 'git' for git describe")
+    version: Annotated[str, AfterValidator(_version)] = Field(
+        "git", description="PEP 440 literal, or 'git' for git describe"
+    )
     python: Annotated[str, StringConstraints(pattern=r"^3\.[0-9]{1,2}$")] = Field(
         "3.11", description="Target interpreter (major.minor) for zipapps and images"
     )

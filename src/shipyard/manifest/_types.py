@@ -119,6 +119,8 @@ class Manifest:
 
 def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
     """A ' did you mean ...?' suffix for the closest choice, or ''."""
+    if len(word) > 100:  # no name is this long; difflib would only spend time on it
+        return ""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else ""
 

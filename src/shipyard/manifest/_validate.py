@@ -10,9 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shipyard.errors import ManifestError, Problem
+from shipyard.errors import Location, ManifestError, Problem
 from shipyard.manifest._expand import expand
+from shipyard.manifest._lock import lock_problems
 from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc, ZipappDoc
+from shipyard.manifest._report import MAX_PROBLEMS, capped, dotted, shown
 from shipyard.manifest._types import (
     ALL_GROUP,
     Binary,
@@ -29,10 +31,6 @@ __all__ = ["validate"]
 _DEFAULT_OUTPUTS = ("wheel",)
 _DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
 _DEFAULT_HOSTS = ("linux", "darwin", "windows")
-
-
-def _dotted(path: KeyPath) -> str:
-    return ".".join(str(p) for p in path)
 
 
 def _model_at(path: KeyPath) -> type[BaseModel] | None:
@@ -76,6 +74,7 @@ _FRIENDLY = {
     "dict_type": "expected a mapping",
     "model_type": "expected a mapping",
     "bool_type": "expected true or false",
+    "int_parsing_size": "the number is too large",
 }
 
 
@@ -88,8 +87,8 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
         node = positions.node(loc)
         return Problem(
             node.key,
-            _dotted(loc),
-            f"{loc[-1]!r} is not a valid {_what(loc[:-1])}",
+            dotted(loc),
+            f"{shown(loc[-1])} is not a valid {_what(loc[:-1])}",
             _pattern_hint(loc[:-1]),
         )
     node = positions.node(loc)
@@ -100,10 +99,10 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
         hint = did_you_mean(key, allowed) or (
             "allowed keys: " + ", ".join(allowed) if allowed else "remove it"
         )
-        return Problem(node.key, _dotted(loc), f"unknown key '{key}'", hint)
+        return Problem(node.key, dotted(loc), f"unknown key {shown(key)}", hint)
     if kind == "missing":
         parent = positions.node(loc[:-1])
-        return Problem(parent.key, _dotted(loc), f"required key '{loc[-1]}' is missing", "add it")
+        return Problem(parent.key, dotted(loc), f"required key '{loc[-1]}' is missing", "add it")
     value = error.get("input")
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
@@ -111,29 +110,34 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
         hint = (did_you_mean(str(value), choices) if isinstance(value, str) else "") or (
             f"expected {expected}"
         )
-        return Problem(node.value, _dotted(loc), f"{value!r} is not allowed", hint)
+        return Problem(node.value, dotted(loc), f"{shown(value)} is not allowed", hint)
     if kind == "value_error":
         reason = str(error.get("ctx", {}).get("error", error["msg"]))
-        return Problem(node.value, _dotted(loc), f"{value!r} is not allowed", reason)
+        return Problem(node.value, dotted(loc), f"{shown(value)} is not allowed", reason)
     if kind == "string_pattern_mismatch":
         return Problem(
-            node.value, _dotted(loc), f"{value!r} is not a valid {_what(loc)}", _pattern_hint(loc)
+            node.value,
+            dotted(loc),
+            f"{shown(value)} is not a valid {_what(loc)}",
+            _pattern_hint(loc),
         )
     if kind == "too_short":
         if loc == ("binaries",):
             return Problem(node.key, "binaries", "no binaries declared", "declare at least one")
         return Problem(
             node.value,
-            _dotted(loc),
+            dotted(loc),
             "the list is empty",
             "list at least one value, or leave the key out for the default",
         )
     message = _FRIENDLY.get(kind, error["msg"])
     hint = ""
     if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
-        hint = f'quote it: "{node.text if node.text is not None else value}"'
+        # The text as written; a value reached through an alias has none recorded.
+        written = node.text if positions.has(loc) else None
+        hint = f'quote it: "{written}"' if written and len(written) <= 40 else "quote it"
     where = node.key if isinstance(value, dict | list) and not positions.has(loc) else node.value
-    return Problem(where, _dotted(loc), f"{message}, got {type(value).__name__}", hint)
+    return Problem(where, dotted(loc), f"{message}, got {type(value).__name__}", hint)
 
 
 def _problems(errors: list[Any], positions: Positions) -> list[Problem]:
@@ -142,17 +146,20 @@ def _problems(errors: list[Any], positions: Positions) -> list[Problem]:
     A misspelt required key shows up twice: "unknown key 'sorce'" and "required
     key 'source' is missing". The first, with its did-you-mean, says it all.
     """
-    problems = [_problem_for(e, positions) for e in errors]
+    # Only the first few are shown: ten thousand unknown keys must not cost ten
+    # thousand did-you-mean searches.
+    problems = [_problem_for(e, positions) for e in errors[: MAX_PROBLEMS + 1]]
     typos = {
         (p.path.rsplit(".", 1)[0], p.hint.removeprefix("did you mean '").removesuffix("'?"))
         for p in problems
         if p.message.startswith("unknown key") and p.hint.startswith("did you mean")
     }
-    return [
+    kept = [
         p
         for p in problems
         if not (p.message.startswith("required key") and tuple(p.path.rsplit(".", 1)) in typos)
     ]
+    return capped(kept, len(kept) + len(errors) - len(problems))
 
 
 def _what(loc: KeyPath) -> str:
@@ -208,6 +215,37 @@ def _repository_root(manifest_dir: Path) -> Path:
     return manifest_dir
 
 
+def _inside(
+    text: str, base: Path, root: Path, where: Location, key: str, problems: list[Problem]
+) -> Path | None:
+    """`text` resolved against `base`, or None (with a problem) if it leaves `root`."""
+    try:
+        path = (base / text).resolve()
+        inside = path.is_relative_to(root)
+    except (OSError, RuntimeError, ValueError) as exc:  # too long, a symlink loop
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        problems.append(Problem(where, key, f"{shown(text)} is not a usable path: {reason}"))
+        return None
+    if not inside:
+        problems.append(
+            Problem(
+                where,
+                key,
+                f"{shown(text)} leaves the repository ({root})",
+                "point at a path inside the repository",
+            )
+        )
+        return None
+    return path
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _binary(
     name: str,
     doc: BinaryDoc,
@@ -219,30 +257,21 @@ def _binary(
     problems: list[Problem],
 ) -> Binary:
     d = defaults.defaults
-    source = (base / doc.source).resolve()
     where = positions.node(("binaries", name, "source")).value
-    path = f"binaries.{name}.source"
-    if not source.is_relative_to(root):
+    key = f"binaries.{name}.source"
+    source = _inside(doc.source, base, root, where, key, problems)
+    if source is not None and not _is_file(source / "pyproject.toml"):
         problems.append(
             Problem(
                 where,
-                path,
-                f"'{doc.source}' leaves the repository ({root})",
-                "point at a folder inside the repository",
-            )
-        )
-    elif not (source / "pyproject.toml").is_file():
-        problems.append(
-            Problem(
-                where,
-                path,
-                f"'{doc.source}' has no pyproject.toml",
+                key,
+                f"{shown(doc.source)} has no pyproject.toml",
                 "point at the folder that holds the project's pyproject.toml",
             )
         )
     return Binary(
         name=name,
-        source=source,
+        source=base / doc.source if source is None else source,
         entrypoint=doc.entrypoint,
         outputs=tuple(dict.fromkeys(doc.outputs or d.outputs or _DEFAULT_OUTPUTS)),
         platforms=tuple(dict.fromkeys(doc.platforms or d.platforms or _DEFAULT_PLATFORMS)),
@@ -272,28 +301,38 @@ def _requirements(
 ) -> Path | None:
     if doc.requirements is None:
         return None
-    path = (base / doc.requirements).resolve()
     where = positions.node(("binaries", name, "requirements")).value
     key = f"binaries.{name}.requirements"
-    if not path.is_relative_to(root):
+    path = _inside(doc.requirements, base, root, where, key, problems)
+    if path is None:
+        return base / doc.requirements
+    if not _is_file(path):
         problems.append(
             Problem(
                 where,
                 key,
-                f"'{doc.requirements}' leaves the repository ({root})",
-                "point at a lock file inside the repository",
-            )
-        )
-    elif not path.is_file():
-        problems.append(
-            Problem(
-                where,
-                key,
-                f"no lock file at '{doc.requirements}'",
+                f"no lock file at {shown(doc.requirements)}",
                 "create it, e.g. uv pip compile --generate-hashes",
             )
         )
+    else:
+        problems.extend(lock_problems(path, key))
     return path
+
+
+def _dockerfiles(
+    doc: ManifestDoc, root: Path, positions: Positions, problems: list[Problem]
+) -> None:
+    """Dockerfiles stay in the repository: the engine is sent the folder around one."""
+    images: list[tuple[KeyPath, ImageDoc | None]] = [
+        (("defaults", "image", "dockerfile"), doc.defaults.image),
+        *((("binaries", n, "image", "dockerfile"), b.image) for n, b in doc.binaries.items()),
+    ]
+    for path, image in images:
+        if image is not None and image.dockerfile is not None:
+            # Relative to the repository root, as the Dockerfile builder reads it.
+            where = positions.node(path).value
+            _inside(image.dockerfile, root, root, where, dotted(path), problems)
 
 
 def _resolve_groups(
@@ -345,7 +384,9 @@ def _resolve_groups(
                     )
                 else:
                     hint = did_you_mean(member, names | set(doc.groups)) or (
-                        "known binaries: " + ", ".join(sorted(names))
+                        "known binaries: "
+                        + ", ".join(sorted(names)[:10])
+                        + (", ..." if len(names) > 10 else "")
                     )
                     problems.append(
                         Problem(
@@ -391,9 +432,10 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
         )
         for name, b in doc.binaries.items()
     }
+    _dockerfiles(doc, root, positions, problems)
     groups = _resolve_groups(doc, positions, problems)
     if problems:
-        raise ManifestError(problems)
+        raise ManifestError(capped(problems))
     project = Project(doc.project.name, doc.project.version, doc.project.python)
     return Manifest(
         path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)
