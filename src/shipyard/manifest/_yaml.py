@@ -365,6 +365,17 @@ def load_yaml(file: Path, data: bytes) -> tuple[Any, Positions]:
         problem = exc.problem or exc.context or "invalid YAML"
         # libyaml's words for what PyYAML calls "expected ',' or ']'"
         problem = problem.removeprefix("did not find ")
+        if "maximum nesting depth" in problem:  # newer libyaml stops deep nesting itself
+            raise ManifestError(
+                [
+                    Problem(
+                        _loc(file, mark),
+                        "",
+                        f"nested deeper than {_MAX_DEPTH} levels",
+                        "flatten the structure; a manifest needs a few levels",
+                    )
+                ]
+            ) from None
         raise ManifestError(
             [Problem(_loc(file, mark), "", f"YAML syntax: {problem}", "fix the YAML syntax here")]
         ) from None
