@@ -66,22 +66,30 @@ def version_from_describe(describe: str | None, sha: str, count: int, dirty: boo
     revision as local label (1.4.0 -> 1.4.1.dev3+g1a2b3c4). No tag: 0.0.0.devN.
     """
     local = [f"g{sha}"] + (["dirty"] if dirty else [])
-    match = _DESCRIBE.match(describe or "")
-    base: Version | None = None
-    distance = count
-    if match:
-        try:
-            base = Version(match["tag"])
-            distance = int(match["distance"])
-        except InvalidVersion:
-            base = None
-    if base is not None and distance == 0:
+    tagged = _tagged(describe)
+    if tagged is None:
+        return f"0.0.0.dev{count}+{'.'.join(local)}"
+    base, distance = tagged
+    if distance == 0:
         return str(base) + ("+dirty" if dirty else "")
-    if base is None:
-        return f"0.0.0.dev{distance}+{'.'.join(local)}"
     release = list(base.release) + [0] * (3 - len(base.release))
     release[-1] += 1
     return f"{'.'.join(map(str, release))}.dev{distance}+{'.'.join(local)}"
+
+
+def _tagged(describe: str | None) -> tuple[Version, int] | None:
+    """The PEP 440 tag and the distance from it in `git describe` output, if both are there."""
+    match = _DESCRIBE.match(describe or "")
+    if not match:
+        return None
+    try:
+        return Version(match["tag"]), int(match["distance"])
+    except InvalidVersion:
+        return None
+
+
+def _commit_count(root: Path) -> int:
+    return int(_git(root, "rev-list", "--count", "HEAD") or "0")
 
 
 def _validate(version: str, source: str) -> str:
@@ -102,7 +110,9 @@ def read_stamp(
     `project.version` (a literal, or `git`). The clock is $SOURCE_DATE_EPOCH, else
     the last commit's time.
     """
-    revision = _git(root, "rev-parse", "HEAD")
+    # One call for the commit and its time: each git process costs a no-op build.
+    head = (_git(root, "log", "-1", "--format=%H %ct") or "").split()
+    revision = head[0] if len(head) == 2 else None
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     dirty = bool(status)
     if override:
@@ -117,8 +127,9 @@ def read_stamp(
             "commit, or set a literal version, --version or $VERSION"
         )
     else:
-        count = int(_git(root, "rev-list", "--count", "HEAD") or "0")
         describe = _git(root, "describe", "--tags", "--long", "--match", "*[0-9]*")
+        # The commit count matters only when no tag describes the commit.
+        count = 0 if _tagged(describe) else _commit_count(root)
         version = version_from_describe(describe, revision[:7], count, dirty)
     raw_epoch = env.get("SOURCE_DATE_EPOCH")
     if raw_epoch:
@@ -129,5 +140,5 @@ def read_stamp(
             )
         epoch = int(raw_epoch)
     else:
-        epoch = int(_git(root, "log", "-1", "--format=%ct") or ZIP_EPOCH)
+        epoch = int(head[1]) if len(head) == 2 else ZIP_EPOCH
     return Stamp(version=version, revision=revision, dirty=dirty, epoch=max(epoch, ZIP_EPOCH))

@@ -129,3 +129,19 @@ def test_library_warnings_such_as_retries_reach_stderr_once(
     logging.getLogger("shipyard.oci._transport").info("not shown")
     err = capsys.readouterr().err
     assert err == "shipyard: retry 1 of 3 in 0.5 s: 503\n"
+
+
+def test_the_tool_version_is_the_installed_distributions() -> None:
+    """shipyard reads its own METADATA (fast); it must agree with importlib.metadata."""
+    from importlib.metadata import version
+
+    import shipyard
+
+    assert shipyard.__version__ == version("shipyard")
+    done = subprocess.run(
+        [sys.executable, "-m", "shipyard", "--tool-version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == f"shipyard {version('shipyard')}"

@@ -12,6 +12,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
@@ -349,7 +350,15 @@ def test_agent_process_serves_probes_and_exits_0_on_sigterm() -> None:
         banner = agent.stdout.readline()
         assert banner.startswith("mesh-agent serving probes on http://127.0.0.1:"), banner
         port = int(banner.rsplit(":", 1)[1])
-        assert http_json(port, "GET", "/readyz") == (200, {"ready": True})
+        # The socket listens before the agent reports ready (the banner comes
+        # first), so a probe may see 503 for a moment: poll, as a kubelet does.
+        deadline = time.monotonic() + 10
+        answers = [http_json(port, "GET", "/readyz")]
+        while answers[-1] != (200, {"ready": True}) and time.monotonic() < deadline:
+            assert answers[-1] == (503, {"ready": False}), answers
+            time.sleep(0.05)
+            answers.append(http_json(port, "GET", "/readyz"))
+        assert answers[-1] == (200, {"ready": True}), answers
         assert http_json(port, "GET", "/healthz")[1]["status"] == "ok"
 
         returncode, stderr = terminate(agent)

@@ -51,6 +51,7 @@ class DockerfileBuilder:
                 *(a.sha256 for a in deps),
                 repr(action.image),
                 root=ctx.root,
+                git=ctx.git,
             )
         except UsageError as exc:  # a hostile build context: bad input, exit 2
             raise BuildError(action.id, str(exc)) from exc

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 from shipyard.build.plan import Action, Plan
 from shipyard.build.proc import terminate_all
+from shipyard.build.sources import GitIgnored
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import Stamp
 
@@ -48,6 +49,7 @@ class BuildContext:
     stamp: Stamp
     python: str
     env: Mapping[str, str]
+    git: GitIgnored | None = field(default=None, compare=False)
 
     @property
     def logs(self) -> Path:

@@ -14,6 +14,7 @@ from shipyard.build.engine import BuildContext, Builder, Event, Result, run_plan
 from shipyard.build.plan import Plan
 from shipyard.build.proc import reset
 from shipyard.build.report import write_report
+from shipyard.build.sources import GitIgnored
 from shipyard.stamp import Stamp
 
 __all__ = ["BuildOptions", "BuildRun", "execute"]
@@ -80,7 +81,9 @@ def execute(
     if options.cache_dir is not None:
         # Builders with caches of their own (base image blobs) keep them beside ours.
         build_env["SHIPYARD_CACHE_DIR"] = str(options.cache_dir)
-    ctx = BuildContext(root, dist, stamp, plan.manifest.project.python, build_env)
+    ctx = BuildContext(
+        root, dist, stamp, plan.manifest.project.python, build_env, git=GitIgnored(root)
+    )
     chosen: dict[str, Builder] = dict(builders)
     if options.cache_dir is not None:
         cache: OutputCache = ActionCache(options.cache_dir)

@@ -13,12 +13,13 @@ import hashlib
 import os
 import stat
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from shipyard.errors import UsageError
 
-__all__ = ["source_files", "tree_hash"]
+__all__ = ["GitIgnored", "source_files", "tree_hash"]
 
 # Never inputs: VCS data, caches and build droppings that change on every run.
 _IGNORED_DIRS = frozenset(
@@ -65,17 +66,57 @@ def _git_ignored(source: Path) -> frozenset[str] | None:
     return frozenset(n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n)
 
 
-def _refuse(path: Path, problem: str) -> UsageError:
+class GitIgnored:
+    """Which untracked files git ignores, asked once for a work tree and shared by its sources.
+
+    One `git ls-files` at the repository root instead of one per source: on a
+    no-op build each process started costs more than hashing a source. A source
+    in a nested work tree (a submodule, a vendored clone) or under a folder git
+    ignores whole is asked about on its own, so the answer is always the one
+    `git -C SOURCE ls-files` would give. Safe to share between threads.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = root.resolve()
+        self._lock = threading.Lock()
+        self._listed: tuple[frozenset[str] | None] | None = None
+
+    def under(self, source: Path) -> frozenset[str] | None:
+        """git's ignored untracked names under `source` (relative to it), None without git."""
+        source = source.resolve()
+        if not source.is_relative_to(self._root) or self._nested(source):
+            return _git_ignored(source)
+        with self._lock:
+            if self._listed is None:
+                self._listed = (_git_ignored(self._root),)
+        listed = self._listed[0]
+        if listed is None or source == self._root:
+            return listed
+        prefix = source.relative_to(self._root).as_posix() + "/"
+        if any(name.endswith("/") and prefix.startswith(name) for name in listed):
+            return _git_ignored(source)  # the source itself is ignored: let git say how
+        return frozenset(name[len(prefix) :] for name in listed if name.startswith(prefix))
+
+    def _nested(self, source: Path) -> bool:
+        folder = source
+        while folder != self._root:
+            if os.path.lexists(folder / ".git"):
+                return True
+            folder = folder.parent
+        return False
+
+
+def _refuse(path: str | Path, problem: str) -> UsageError:
     return UsageError(f"{path}: {problem}; sources hold only files, folders and symlinks inside")
 
 
-def _follow(path: Path, root: Path) -> Path | None:
+def _follow(path: str, root: Path) -> str | None:
     """Where the symlink `path` leads, checked to stay in `root`; None when it dangles inside."""
     link = os.readlink(path)
     try:
-        real = path.resolve(strict=True)
+        real = Path(path).resolve(strict=True)
     except FileNotFoundError:
-        real = path.resolve()
+        real = Path(path).resolve()
         if not real.is_relative_to(root):
             raise _refuse(path, f"a symlink to '{link}' leaves the repository ({root})") from None
         return None
@@ -83,22 +124,24 @@ def _follow(path: Path, root: Path) -> Path | None:
         raise _refuse(path, f"a symlink loop ('{link}')") from None
     if not real.is_relative_to(root):
         raise _refuse(path, f"a symlink to '{link}' leaves the repository ({root})")
-    return real
+    return str(real)
 
 
 def _walk(
-    folder: Path,
+    folder: str,
     rel: str,
     root: Path,
     skip: frozenset[str],
     git: bool,
-    through: tuple[Path, ...],
+    through: tuple[str, ...],
     hops: int = 0,
 ) -> Iterator[str]:
     """Names (relative to the source) of the files below `folder`, checked on the way.
 
     `through` holds the real paths of the folders above, to catch link loops;
-    `hops` counts the folder symlinks followed to get here.
+    `hops` counts the folder symlinks followed to get here. Plain strings and
+    the directory entries' own types keep a no-op build's walk to one listing
+    per folder (pathlib objects and a stat per entry cost more than the hashing).
     """
     try:
         with os.scandir(folder) as listing:
@@ -109,56 +152,81 @@ def _walk(
         name = rel + item.name
         if name in skip:
             continue
-        path = Path(item.path)
-        info = item.stat(follow_symlinks=False)
-        real: Path | None = through[-1] / item.name
-        linked = stat.S_ISLNK(info.st_mode)
+        linked = item.is_symlink()
         if linked:
-            real = _follow(path, root)
+            real = _follow(item.path, root)
             if real is None:
                 continue  # dangling inside the repository: nothing to read, nothing leaks
-            info = real.stat()
-        kind = stat.S_IFMT(info.st_mode)
-        if kind in _SPECIAL:
-            raise _refuse(path, f"is {_SPECIAL[kind]}, which a build would block on")
-        if stat.S_ISDIR(info.st_mode):
+            mode = os.stat(real).st_mode
+            is_dir, is_file = stat.S_ISDIR(mode), stat.S_ISREG(mode)
+        else:
+            real = f"{through[-1]}/{item.name}"
+            is_dir = item.is_dir(follow_symlinks=False)
+            is_file = item.is_file(follow_symlinks=False)
+            mode = 0 if is_dir or is_file else item.stat(follow_symlinks=False).st_mode
+        if not (is_dir or is_file):
+            problem = _SPECIAL.get(stat.S_IFMT(mode), "not a regular file")
+            raise _refuse(item.path, f"is {problem}, which a build would block on")
+        if is_dir:
             ignored = item.name in _IGNORED_DIRS or f"{name}/" in skip
             if ignored or (not git and item.name.endswith(".egg-info")):
                 continue
             if real in through or hops + linked > _MAX_LINK_DEPTH:
-                raise _refuse(path, "a symlink loop (it leads back into a folder above it)")
-            assert real is not None
-            yield from _walk(path, f"{name}/", root, skip, git, (*through, real), hops + linked)
-        elif stat.S_ISREG(info.st_mode) and (git or not item.name.endswith(".pyc")):
+                raise _refuse(item.path, "a symlink loop (it leads back into a folder above it)")
+            below = (*through, real)
+            yield from _walk(item.path, f"{name}/", root, skip, git, below, hops + linked)
+        elif git or not item.name.endswith(".pyc"):
             yield name
 
 
-def source_files(
-    source: Path, *, root: Path | None = None, exclude: tuple[Path, ...] = ()
-) -> list[Path]:
-    """The files of `source`, sorted: what git tracks or would track, else a filtered walk.
-
-    Symlinks are followed while they stay inside `root` (default: `source`
-    itself); one that leaves it, a link loop or a special file raises UsageError.
-    Folders in `exclude` are left out, unread.
-    """
-    given, source = source, source.resolve()
+def _source_names(
+    source: Path, root: Path | None, exclude: tuple[Path, ...], git: GitIgnored | None
+) -> list[str]:
+    """The sorted names of `source`'s files, relative to it (see `source_files`)."""
     top = source if root is None else root.resolve()
-    if not source.is_relative_to(top):
-        raise UsageError(f"source {given} leaves the repository ({top}); use a folder inside it")
-    ignored = _git_ignored(source)
+    ignored = _git_ignored(source) if git is None else git.under(source)
     skip = set(ignored or ())
     skip.update(
         f"{folder.resolve().relative_to(source).as_posix()}/"
         for folder in exclude
         if folder.resolve().is_relative_to(source) and folder.resolve() != source
     )
-    names = _walk(source, "", top, frozenset(skip), ignored is not None, (source,))
-    return sorted(source / name for name in names)
+    where = str(source)
+    return sorted(_walk(where, "", top, frozenset(skip), ignored is not None, (where,)))
+
+
+def _resolved_inside(source: Path, root: Path | None) -> Path:
+    resolved = source.resolve()
+    top = resolved if root is None else root.resolve()
+    if not resolved.is_relative_to(top):
+        raise UsageError(f"source {source} leaves the repository ({top}); use a folder inside it")
+    return resolved
+
+
+def source_files(
+    source: Path,
+    *,
+    root: Path | None = None,
+    exclude: tuple[Path, ...] = (),
+    git: GitIgnored | None = None,
+) -> list[Path]:
+    """The files of `source`, sorted: what git tracks or would track, else a filtered walk.
+
+    Symlinks are followed while they stay inside `root` (default: `source`
+    itself); one that leaves it, a link loop or a special file raises UsageError.
+    Folders in `exclude` are left out, unread. `git` shares one question to
+    git between the sources of a build.
+    """
+    resolved = _resolved_inside(source, root)
+    return [resolved / name for name in _source_names(resolved, root, exclude, git)]
 
 
 def tree_hash(
-    source: Path, *extra: str, exclude: tuple[Path, ...] = (), root: Path | None = None
+    source: Path,
+    *extra: str,
+    exclude: tuple[Path, ...] = (),
+    root: Path | None = None,
+    git: GitIgnored | None = None,
 ) -> str:
     """sha256 over the relative names, modes and contents of `source`'s files plus `extra`.
 
@@ -168,15 +236,17 @@ def tree_hash(
     digest = hashlib.sha256()
     for part in extra:
         digest.update(part.encode() + b"\0")
-    resolved = source.resolve()
-    for path in source_files(source, root=root, exclude=exclude):
-        digest.update(path.relative_to(resolved).as_posix().encode() + b"\0")
+    resolved = _resolved_inside(source, root)
+    where = str(resolved)
+    for name in _source_names(resolved, root, exclude, git):
+        path = f"{where}/{name}"
+        digest.update(name.encode(errors="surrogateescape") + b"\0")
         digest.update(b"x" if os.access(path, os.X_OK) else b"-")
         digest.update(_file_hash(path))
     return digest.hexdigest()
 
 
-def _file_hash(path: Path) -> bytes:
+def _file_hash(path: str) -> bytes:
     file = hashlib.sha256()
     # O_NONBLOCK: should the file have become a pipe since it was listed, fail, don't wait.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)

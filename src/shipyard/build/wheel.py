@@ -152,6 +152,7 @@ class WheelBuilder:
                 "{}.{}".format(*sys.version_info[:2]),
                 exclude=action.nested,
                 root=ctx.root,
+                git=ctx.git,
             )
         except UsageError as exc:
             raise BuildError(action.id, str(exc)) from exc

@@ -1,0 +1,74 @@
+"""One git question per build gives every source the answer its own question would."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from shipyard.build.sources import GitIgnored, _git_ignored, source_files, tree_hash
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def _write(path: Path, text: str = "x\n") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A work tree with ignore rules at several levels, an ignored folder and a nested clone."""
+    root = tmp_path / "repo"
+    _write(root / ".gitignore", "*.log\nscratch/\n/top-only.txt\n")
+    _write(root / "a/pkg/__init__.py")
+    _write(root / "a/pkg/debug.log")  # ignored by the root's rule
+    _write(root / "a/.gitignore", "generated/\n")
+    _write(root / "a/generated/out.py")  # ignored by a/.gitignore
+    _write(root / "a/top-only.txt")  # the root rule is anchored: not ignored here
+    _write(root / "top-only.txt")
+    _write(root / "scratch/b/mod.py")  # a source inside a folder ignored whole
+    _write(root / "vendored/.gitignore", "private.py\n")
+    _write(root / "vendored/lib.py")
+    _write(root / "vendored/private.py")  # ignored only by the nested clone's rules
+    _git(root, "init", "-q")
+    _git(root / "vendored", "init", "-q")
+    return root
+
+
+@pytest.mark.parametrize("source", [".", "a", "a/pkg", "scratch/b", "vendored"])
+def test_the_shared_answer_is_the_per_source_answer(repo: Path, source: str) -> None:
+    shared = GitIgnored(repo)
+    assert shared.under(repo / source) == _git_ignored(repo / source)
+
+
+def test_the_answers_differ_where_the_rules_do(repo: Path) -> None:
+    shared = GitIgnored(repo)
+    assert shared.under(repo / "a") == frozenset({"pkg/debug.log", "generated/"})
+    assert shared.under(repo / "vendored") == frozenset({"private.py"})
+
+
+def test_files_and_hashes_are_the_same_with_the_shared_answer(repo: Path) -> None:
+    shared = GitIgnored(repo)
+    for source in ("a", "scratch/b", "vendored"):
+        alone = source_files(repo / source, root=repo)
+        assert source_files(repo / source, root=repo, git=shared) == alone
+        assert tree_hash(repo / source, "k", root=repo, git=shared) == tree_hash(
+            repo / source, "k", root=repo
+        )
+    assert [p.name for p in source_files(repo / "a", root=repo, git=shared)] == [
+        ".gitignore",
+        "__init__.py",
+        "top-only.txt",
+    ]
+
+
+def test_without_git_every_source_is_walked(tmp_path: Path) -> None:
+    _write(tmp_path / "s/keep.py")
+    _write(tmp_path / "s/build/junk.py")  # a build folder is never an input
+    shared = GitIgnored(tmp_path)
+    assert shared.under(tmp_path / "s") is None
+    assert [p.name for p in source_files(tmp_path / "s", git=shared)] == ["keep.py"]
