@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.engine import Artifact, BuildContext, Outcome, critical_paths, run_plan
+from shipyard.build.engine import (
+    Artifact,
+    BuildContext,
+    Outcome,
+    Slots,
+    critical_paths,
+    map_parts,
+    run_plan,
+)
 from shipyard.build.plan import Action, Plan
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Manifest, Project
@@ -149,3 +157,96 @@ def test_ready_actions_start_longest_critical_path_first(tmp_path: Path) -> None
     durations = {"quick-a": 1.0, "quick-b": 2.0, "slow": 10.0, "after-slow": 5.0}
     run_plan(plan, _ctx(tmp_path), {"wheel": builder}, jobs=1, durations=durations)
     assert builder.order == ["slow", "after-slow", "quick-b", "quick-a"]
+
+
+class Parts:
+    """A builder whose actions each do `parts` pieces of work through map_parts."""
+
+    kind = "zipapp"
+
+    def __init__(self, parts: int, delay: float = 0.05) -> None:
+        self.parts = parts
+        self.delay = delay
+        self.active = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+
+    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+        return f"hash-{action.id}"
+
+    def _piece(self, index: int) -> int:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+        time.sleep(self.delay)
+        with self.lock:
+            self.active -= 1
+        return index * 10
+
+    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        assert map_parts(ctx, self._piece, list(range(self.parts))) == [
+            i * 10 for i in range(self.parts)
+        ]
+        return Outcome(inputs=f"hash-{action.id}", outputs=())
+
+
+def test_slots_lend_only_what_is_idle() -> None:
+    slots = Slots(2)
+    assert slots.take()
+    with slots.borrow(3) as extra:
+        assert extra == 1 and slots.lent
+        assert not slots.take()  # the borrowed slot is not free for a new action
+    assert not slots.lent
+    assert slots.take() and not slots.take()
+    slots.give(2)
+    with slots.borrow(5) as extra:
+        assert extra == 2
+
+
+@pytest.mark.parametrize(("jobs", "actions", "peak"), [(1, 1, 1), (1, 3, 1), (2, 1, 2), (2, 3, 2)])
+def test_the_job_budget_bounds_work_inside_actions_too(
+    tmp_path: Path, jobs: int, actions: int, peak: int
+) -> None:
+    """-j1 runs one piece of work at a time, even inside an action; with -j2 a
+    lone action gets both slots; never more pieces at once than -j."""
+    builder = Parts(parts=2)
+    plan = _plan(tmp_path, *(_action(f"z{i}", "zipapp") for i in range(actions)))
+    results = run_plan(plan, _ctx(tmp_path), {"zipapp": builder}, jobs=jobs)
+    assert {r.status for r in results} == {"built"}
+    assert builder.peak == peak
+
+
+def test_a_slot_given_back_mid_action_starts_the_next_ready_action(tmp_path: Path) -> None:
+    """The scheduler notices a borrowed slot coming back before its borrower ends."""
+    started: dict[str, float] = {}
+    sleeps = {"Y": 0.05, "B1": 1.0, "B2": 0.05}
+
+    class Borrower:
+        kind = "wheel"
+
+        def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+            return action.id
+
+        def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+            started[action.id] = time.monotonic()
+            if action.id == "A":
+                map_parts(ctx, lambda _: time.sleep(0.3), [0, 1])  # two slots for 0.3 s
+                time.sleep(0.6)  # then its own slot only
+            time.sleep(sleeps.get(action.id, 0.0))
+            return Outcome(inputs=action.id, outputs=())
+
+    plan = _plan(
+        tmp_path,
+        _action("A"),
+        _action("Y"),
+        _action("B1", deps=("Y",)),
+        _action("B2", deps=("Y",)),
+    )
+    t0 = time.monotonic()
+    durations = {"A": 9.0, "Y": 0.1, "B1": 5.0, "B2": 0.1}
+    results = run_plan(plan, _ctx(tmp_path), {"wheel": Borrower()}, jobs=3, durations=durations)
+    assert {r.status for r in results} == {"built"}
+    # A holds a borrowed slot while Y ends and B1 takes Y's; B2 starts when A
+    # gives the borrowed slot back (~0.3 s), not when A or B1 end (~0.9 s, ~1.05 s).
+    assert started["B1"] - t0 < 0.2
+    assert 0.25 < started["B2"] - t0 < 0.7

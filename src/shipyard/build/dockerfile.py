@@ -17,13 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX
 from shipyard.build.engine import Artifact, BuildContext, Outcome
 from shipyard.build.image import write_images
+from shipyard.build.kinds import dockerfile_key, dockerfile_path
 from shipyard.build.plan import Action
-from shipyard.build.sources import tree_hash
-from shipyard.errors import BuildError, UsageError
+from shipyard.errors import BuildError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.base import blob_store
 from shipyard.oci.model import Image
@@ -38,31 +37,7 @@ class DockerfileBuilder:
 
     def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
         """The Dockerfile's folder, the wheel, platforms, settings, clock and versions."""
-        dockerfile = self._dockerfile(action, ctx)
-        try:
-            return tree_hash(
-                dockerfile.parent,
-                "dockerfile",
-                __version__,
-                ctx.stamp.version,
-                str(ctx.stamp.epoch),
-                dockerfile.name,
-                ",".join(action.platforms),
-                *(a.sha256 for a in deps),
-                repr(action.image),
-                root=ctx.root,
-                git=ctx.git,
-            )
-        except UsageError as exc:  # a hostile build context: bad input, exit 2
-            raise BuildError(action.id, str(exc)) from exc
-
-    @staticmethod
-    def _dockerfile(action: Action, ctx: BuildContext) -> Path:
-        assert action.image is not None and action.image.dockerfile
-        path = (ctx.root / action.image.dockerfile).resolve()
-        if not path.is_relative_to(ctx.root) or not path.is_file():
-            raise BuildError(action.id, f"no Dockerfile at {action.image.dockerfile}")
-        return path
+        return dockerfile_key(action, ctx, deps)
 
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         """Build each platform with the engine, read them back, write the index."""
@@ -71,7 +46,7 @@ class DockerfileBuilder:
         from docker.errors import BuildError as DockerBuildError
 
         binary = action.binaries[0]
-        dockerfile = self._dockerfile(action, ctx)
+        dockerfile = dockerfile_path(action, ctx)
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = ctx.logs / f"image-{binary}.log"
         images: dict[str, Image] = {}
@@ -84,6 +59,9 @@ class DockerfileBuilder:
                 wheels.mkdir(parents=True, exist_ok=True)
                 for artifact in deps:
                     shutil.copy2(artifact.path, wheels / artifact.path.name)
+                # One platform after the other, unlike the other builders: both
+                # builds pull the same base tag, which the engine's image store
+                # holds for one platform at a time.
                 with log.open("w") as out:
                     for platform in action.platforms:
                         suffix = hashlib.sha256(platform.encode()).hexdigest()[:12]

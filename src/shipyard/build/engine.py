@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from shipyard.build.plan import Action, Plan
 from shipyard.build.proc import terminate_all
@@ -24,11 +25,16 @@ __all__ = [
     "Event",
     "Outcome",
     "Result",
+    "Slots",
     "Status",
+    "map_parts",
+    "parallelism",
     "run_plan",
 ]
 
 Status = Literal["built", "cached", "skipped", "failed"]
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,75 @@ class Artifact:
     path: Path
     sha256: str
     size: int
+
+
+class Slots:
+    """The -j budget, shared by the scheduler and the builders: make's jobserver, in-process.
+
+    The scheduler holds one slot per running action. A builder that can do parts
+    of its action at once (one resolve or docker build per platform) borrows the
+    slots it finds idle and never waits for one: so -j1 does one thing at a
+    time, and -j2 with a single action left gives that action both cores.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self._free = total
+        self._borrowed = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        """Take one slot for an action if one is free."""
+        with self._lock:
+            if self._free == 0:
+                return False
+            self._free -= 1
+            return True
+
+    def give(self, count: int = 1) -> None:
+        """Give back slots taken or borrowed."""
+        with self._lock:
+            self._free += count
+
+    @property
+    def lent(self) -> bool:
+        """Whether builders hold borrowed slots (the scheduler then looks for them back)."""
+        with self._lock:
+            return self._borrowed > 0
+
+    @contextmanager
+    def borrow(self, wanted: int) -> Iterator[int]:
+        """Up to `wanted` idle slots (maybe 0) for the length of the block."""
+        with self._lock:
+            got = max(0, min(wanted, self._free))
+            self._free -= got
+            self._borrowed += got
+        try:
+            yield got
+        finally:
+            with self._lock:
+                self._free += got
+                self._borrowed -= got
+
+
+@contextmanager
+def parallelism(ctx: BuildContext, parts: int) -> Iterator[int]:
+    """How many of an action's `parts` may run at once: its own slot plus any
+    idle ones (all of them when the context has no job budget, as in tests)."""
+    if ctx.slots is None:
+        yield max(1, parts)
+        return
+    with ctx.slots.borrow(parts - 1) as extra:
+        yield 1 + extra
+
+
+def map_parts(ctx: BuildContext, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    """`fn` over `items` in order, as many at once as the job budget allows."""
+    with parallelism(ctx, len(items)) as width:
+        if width <= 1 or len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            return list(pool.map(fn, items))
 
 
 @dataclass(frozen=True)
@@ -50,6 +125,7 @@ class BuildContext:
     python: str
     env: Mapping[str, str]
     git: GitIgnored | None = field(default=None, compare=False)
+    slots: Slots | None = field(default=None, compare=False)
 
     @property
     def logs(self) -> Path:
@@ -203,13 +279,13 @@ def run_plan(
     pending = sorted(plan.actions, key=lambda a: -paths[a.id])  # stable: plan order on ties
     failed = False
     workers = jobs or os.cpu_count() or 1
+    slots = Slots(workers)
+    ctx = replace(ctx, slots=slots)
     t0 = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         while pending or state.running:
             for action in list(pending):
-                if len(state.running) >= workers:
-                    break  # submit no more than can run, so failing fast starts nothing new
                 broken = [
                     d
                     for d in action.deps
@@ -225,6 +301,8 @@ def run_plan(
                     on_event(Event(action, state.results[action.id]))
                     pending.remove(action)
                 elif all(d in state.results for d in action.deps):
+                    if not slots.take():
+                        break  # submit no more than can run, so failing fast starts nothing new
                     pending.remove(action)
                     on_event(Event(action))
                     deps = tuple(a for d in action.deps for a in state.results[d].outputs)
@@ -238,8 +316,12 @@ def run_plan(
                     )
                 pending.clear()
                 continue
-            done, _ = wait(list(state.running), return_when=FIRST_COMPLETED)
+            # While a builder holds borrowed slots, look again now and then: one
+            # given back mid-action may start the next ready action.
+            timeout = 0.05 if slots.lent else None
+            done, _ = wait(list(state.running), timeout=timeout, return_when=FIRST_COMPLETED)
             for future in done:
+                slots.give()
                 action = state.running.pop(future)
                 result = future.result()
                 state.results[action.id] = result

@@ -24,20 +24,19 @@ import posixpath
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.build.engine import Artifact, BuildContext, Outcome
+from shipyard.build.engine import Artifact, BuildContext, Outcome, map_parts
+from shipyard.build.kinds import daemonless_key, image_settings, source_url
 from shipyard.build.plan import Action
 from shipyard.build.resolve import Resolution, resolve
 from shipyard.build.wheel import build_env
 from shipyard.errors import BuildError, ShipyardError
-from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.archive import write_docker_archive
-from shipyard.oci.base import DEFAULT_PATH, Base, base_fingerprint, blob_store, load_base
-from shipyard.oci.layer import GZIP_LEVEL, BlobStore, Entry, scan_tree, write_layer
+from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base
+from shipyard.oci.keys import GZIP_LEVEL
+from shipyard.oci.layer import BlobStore, Entry, scan_tree, write_layer
 from shipyard.oci.layout import write_layout
 from shipyard.oci.model import Image, Layer, append_layer, as_annotations, make_index, with_config
 
@@ -112,27 +111,11 @@ class ImageBuilder:
 
     def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
         """The wheel, platforms, entry point, image settings, base, clock and versions."""
-        settings = _settings(action)
-        parts = [
-            "image",
-            __version__,
-            str(self.level),
-            *(a.sha256 for a in deps),
-            *action.platforms,
-            action.entrypoint,
-            _settings_text(settings),
-            base_fingerprint(settings.base or "", ctx.root),
-            ctx.python,
-            ctx.stamp.version,
-            ctx.stamp.revision or "",
-            str(ctx.stamp.epoch),
-            _source_url(action, ctx),
-        ]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+        return daemonless_key(action, ctx, deps, level=self.level)
 
     def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
         """Resolve, assemble and write dist/images/<binary>/ and one tarball per platform."""
-        settings = _settings(action)
+        settings = image_settings(action)
         binary = action.binaries[0]
         wheels = [a.path for a in deps if a.path.suffix == ".whl"]
         ctx.logs.mkdir(parents=True, exist_ok=True)
@@ -163,10 +146,8 @@ class ImageBuilder:
                     found = self.resolver(wheels[0], platform, ctx.python, dest, env=env, log=log)
                     return found.site
 
-                with ThreadPoolExecutor(max_workers=len(action.platforms)) as pool:
-                    sites = dict(
-                        zip(action.platforms, pool.map(site, action.platforms), strict=True)
-                    )
+                found = map_parts(ctx, site, action.platforms)
+                sites = dict(zip(action.platforms, found, strict=True))
                 images = _assemble(action, ctx, bases, sites, wheels[0], store, self.level)
             outputs = write_images(binary, ctx, dict(zip(action.platforms, images, strict=True)))
         except BuildError:
@@ -176,37 +157,11 @@ class ImageBuilder:
         return Outcome(self.key(action, ctx, deps), outputs, log)
 
 
-def _settings(action: Action) -> ImageSettings:
-    return action.image if action.image is not None else ImageSettings()
-
-
-def _settings_text(settings: ImageSettings) -> str:
-    # Hubs and tags say where to push, not what to build: they stay out of the key.
-    # Not dataclasses.asdict: the manifest's mappings are read-only proxies it cannot copy.
-    names = [f.name for f in dataclasses.fields(settings) if f.name not in ("hubs", "tags")]
-    values = {name: getattr(settings, name) for name in names}
-    return repr(
-        sorted((k, sorted(v.items()) if isinstance(v, Mapping) else v) for k, v in values.items())
-    )
-
-
-def _source_url(action: Action, ctx: BuildContext) -> str:
-    # A URL when the environment gives one (CI does), else the repository-relative source,
-    # which is the same in every checkout.
-    if ctx.env.get("SHIPYARD_SOURCE_URL"):
-        return ctx.env["SHIPYARD_SOURCE_URL"]
-    return (
-        action.source.relative_to(ctx.root).as_posix()
-        if action.source.is_relative_to(ctx.root)
-        else action.source.name
-    )
-
-
 def _notes(action: Action, ctx: BuildContext) -> dict[str, str]:
     notes = {
         _OCI + "created": ctx.stamp.created,
         _OCI + "version": ctx.stamp.version,
-        _OCI + "source": _source_url(action, ctx),
+        _OCI + "source": source_url(action, ctx),
         _OCI + "title": action.binaries[0],
     }
     if ctx.stamp.revision:
@@ -251,8 +206,7 @@ def _assemble(
             app, store, epoch, level=level
         )
 
-    with ThreadPoolExecutor(max_workers=max(1, len(unique))) as pool:
-        made = dict(zip(unique, pool.map(layers, unique.values()), strict=True))
+    made = dict(zip(unique, map_parts(ctx, layers, list(unique.values())), strict=True))
     notes = _notes(action, ctx)
     images = []
     for platform in action.platforms:
@@ -270,7 +224,7 @@ def _assemble(
 
 
 def _configure(image: Image, action: Action, ctx: BuildContext, notes: dict[str, str]) -> Image:
-    settings = _settings(action)
+    settings = image_settings(action)
     binary = action.binaries[0]
     env = dict(line.partition("=")[::2] for line in image.config.env)
     env["PATH"] = f"{env.get('PATH') or DEFAULT_PATH}:/opt/{binary}/bin"
@@ -309,8 +263,7 @@ def write_images(
         sha256 = write_docker_archive(tarball, images[name], tags, ctx.stamp.epoch)
         return Artifact(tarball, sha256, tarball.stat().st_size)
 
-    with ThreadPoolExecutor(max_workers=len(images)) as pool:
-        outputs.extend(pool.map(archive, images))
+    outputs.extend(map_parts(ctx, archive, list(images)))
     return tuple(outputs)
 
 

@@ -17,7 +17,6 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
@@ -26,7 +25,7 @@ from types import CodeType
 from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX, sha256_file
 from shipyard.build import _zipapp_boot as boot
-from shipyard.build.engine import Artifact, BuildContext, Outcome
+from shipyard.build.engine import Artifact, BuildContext, Outcome, map_parts
 from shipyard.build.plan import Action
 from shipyard.build.resolve import NATIVE, Resolution, resolve
 from shipyard.build.wheel import build_env, build_info
@@ -269,24 +268,21 @@ class ZipappBuilder:
         ctx.dist.mkdir(parents=True, exist_ok=True)
         for path in (*logs.values(), log):
             path.write_bytes(b"")
-        with (
-            tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "zipapp-", dir=ctx.dist) as tmp,
-            ThreadPoolExecutor(len(action.platforms)) as pool,
-        ):
-            # Installers are subprocesses and zlib releases the GIL: platforms overlap.
-            resolutions = list(
-                pool.map(
-                    lambda p: resolve(
-                        wheels[0].path,
-                        p,
-                        ctx.python,
-                        Path(tmp) / p.replace("/", "_"),
-                        env=build_env(ctx),
-                        log=logs[p],
-                        requirements=_lock(opts, ctx),
-                    ),
-                    action.platforms,
-                )
+        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "zipapp-", dir=ctx.dist) as tmp:
+            # Installers are subprocesses and zlib releases the GIL: platforms overlap
+            # when the job budget has idle slots.
+            resolutions = map_parts(
+                ctx,
+                lambda p: resolve(
+                    wheels[0].path,
+                    p,
+                    ctx.python,
+                    Path(tmp) / p.replace("/", "_"),
+                    env=build_env(ctx),
+                    log=logs[p],
+                    requirements=_lock(opts, ctx),
+                ),
+                action.platforms,
             )
             # Universal only when every platform got the same pure distributions: a
             # platform marker may pull in different ones.
@@ -295,7 +291,9 @@ class ZipappBuilder:
             )
             chosen = resolutions[:1] if universal else resolutions
             outputs = tuple(
-                pool.map(lambda r: self._write(action, ctx, opts, r, universal, Path(tmp)), chosen)
+                map_parts(
+                    ctx, lambda r: self._write(action, ctx, opts, r, universal, Path(tmp)), chosen
+                )
             )
         log.write_bytes(b"".join(path.read_bytes() for path in logs.values()))
         return Outcome(self.key(action, ctx, deps), outputs, log)

@@ -16,7 +16,6 @@ root it is unpacked into is refused, whatever its source.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
-from shipyard._fs import sha256_file
 from shipyard.errors import UsageError
 from shipyard.oci.archive import read_docker_archive
+from shipyard.oci.keys import base_fingerprint
 from shipyard.oci.layer import BlobStore, check_base_layer, layer_from_tarball
 from shipyard.oci.layout import find_images, read_layout
 from shipyard.oci.model import CONFIG, Config, Descriptor, History, Image, OCIError, Platform
@@ -50,23 +49,6 @@ def blob_store(env: Mapping[str, str]) -> BlobStore:
     """The blob store in the cache: $SHIPYARD_CACHE_DIR/oci, else the user cache (XDG)."""
     root = env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")
     return BlobStore(Path(root).expanduser() / "oci")
-
-
-def base_fingerprint(text: str, root: Path) -> str:
-    """What identifies a base's content without loading it, for action keys.
-
-    A layout's index.json, an archive's or rootfs's bytes; a registry reference
-    as written (resolving it would need the network).
-    """
-    digest = hashlib.sha256(text.encode())
-    for source in (s.strip() for s in text.split(",") if s.strip()):
-        kind, _, rest = source.partition(":")
-        path = root / rest.rpartition(";")[0] if kind == "rootfs" else root / rest
-        if kind == "oci-layout":
-            path = path / "index.json"
-        if kind in ("oci-layout", "docker-archive", "rootfs"):
-            digest.update(sha256_file(path).encode() if path.is_file() else b"missing")
-    return digest.hexdigest()
 
 
 def _from_rootfs(path: Path, platform: Platform, store: BlobStore) -> Base:

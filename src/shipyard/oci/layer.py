@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Literal
 
 from shipyard._fs import TEMP_PREFIX, atomic_write, sha256_file
+from shipyard.oci.keys import GZIP_LEVEL
 from shipyard.oci.model import LAYER_GZIP, Descriptor, Layer, OCIError
 
 __all__ = [
@@ -45,8 +46,6 @@ __all__ = [
     "write_tar",
 ]
 
-# Part of the output's identity: changing it changes every layer digest.
-GZIP_LEVEL = 6
 _CHUNK = 1 << 20
 
 
