@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -35,7 +35,7 @@ class Stamp:
     @property
     def created(self) -> str:
         """The clock as RFC 3339 UTC, as OCI annotations want it."""
-        return datetime.fromtimestamp(self.epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.epoch))
 
     @property
     def tag(self) -> str:
