@@ -43,17 +43,30 @@ class Stamp:
         return self.version.replace("+", "-")
 
 
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except OSError:
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+def _git(root: Path, *commands: tuple[str, ...]) -> list[str | None]:
+    """Each git command's output (None where it failed), the commands run side by side:
+    every build asks, and git's start-up is most of what a no-op build waits for."""
+    running: list[subprocess.Popen[str] | None] = []
+    for args in commands:
+        try:
+            running.append(
+                subprocess.Popen(
+                    ["git", "-C", str(root), *args],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+        except OSError:
+            running.append(None)
+    outputs: list[str | None] = []
+    for process in running:
+        if process is None:
+            outputs.append(None)
+            continue
+        stdout, _ = process.communicate()
+        outputs.append(stdout.strip() if process.returncode == 0 else None)
+    return outputs
 
 
 _DESCRIBE = re.compile(r"^v?(?P<tag>.+)-(?P<distance>\d+)-g(?P<sha>[0-9a-f]+)$")
@@ -88,10 +101,6 @@ def _tagged(describe: str | None) -> tuple[Version, int] | None:
         return None
 
 
-def _commit_count(root: Path) -> int:
-    return int(_git(root, "rev-list", "--count", "HEAD") or "0")
-
-
 def _validate(version: str, source: str) -> str:
     try:
         return str(Version(version))
@@ -110,11 +119,17 @@ def read_stamp(
     `project.version` (a literal, or `git`). The clock is $SOURCE_DATE_EPOCH, else
     the last commit's time.
     """
-    # One call for the commit and its time: each git process costs a no-op build.
-    head = (_git(root, "log", "-1", "--format=%H %ct") or "").split()
+    from_git = not override and not env.get("VERSION") and declared == "git"
+    asked = _git(
+        root,
+        ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
+        ("status", "--porcelain", "--untracked-files=no"),
+        *((("describe", "--tags", "--long", "--match", "*[0-9]*"),) if from_git else ()),
+        *((("rev-list", "--count", "HEAD"),) if from_git else ()),
+    )
+    head = (asked[0] or "").split()
     revision = head[0] if len(head) == 2 else None
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    dirty = bool(status)
+    dirty = bool(asked[1])
     if override:
         version = _validate(override, "--version")
     elif env.get("VERSION"):
@@ -127,9 +142,7 @@ def read_stamp(
             "commit, or set a literal version, --version or $VERSION"
         )
     else:
-        describe = _git(root, "describe", "--tags", "--long", "--match", "*[0-9]*")
-        # The commit count matters only when no tag describes the commit.
-        count = 0 if _tagged(describe) else _commit_count(root)
+        describe, count = asked[2], int(asked[3] or "0")
         version = version_from_describe(describe, revision[:7], count, dirty)
     raw_epoch = env.get("SOURCE_DATE_EPOCH")
     if raw_epoch:
