@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import nox
 
@@ -114,9 +115,10 @@ def fuzz(session: nox.Session) -> None:
 def reliability(session: nox.Session) -> None:
     """Every reliability test (faults, fuzz, hostile input, crashes) -> docs/reliability.md."""
     _install(session)
-    log = os.path.join(session.create_tmp(), "reliability.jsonl")
-    if os.path.exists(log):
-        os.remove(log)
+    # Not session.create_tmp(): it points TMPDIR inside this checkout, so every
+    # test's scratch repository would sit inside our git work tree and take it
+    # as its repository root. An absolute path: tests change directory.
+    log = os.path.join(tempfile.mkdtemp(prefix="shipyard-reliability-"), "reliability.jsonl")
     env = {
         "SHIPYARD_RELIABILITY_LOG": log,
         "SHIPYARD_FUZZ_EXAMPLES": os.environ.get("SHIPYARD_FUZZ_EXAMPLES", "10000"),
