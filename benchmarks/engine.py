@@ -87,26 +87,52 @@ def _check(name: str, value: float, target: float, unit: str = "x") -> None:
     print(f"  {name:<44} {value:8.3f}{unit}  target <= {target}{unit}  {verdict}")
 
 
-def _noop_by_invoke(repo: Path, cache: Path, cold: float) -> None:
-    """The issue's own words: a second `invoke build --target=all`. invoke's own
-    start is measured too: it is a floor shipyard cannot lower."""
+def _round(repo: Path, cache: Path) -> tuple[float, float, float, float]:
+    """One round, close together in time: cold -j2, cold -j1, then (after a full
+    build that fills the cache) median no-op seconds by `shipyard build` and by
+    `invoke build --target=all`, the issue's own words."""
+    j2 = _timed(lambda: _build(repo, "--no-cache", "-j2"))
+    j1 = _timed(lambda: _build(repo, "--no-cache", "-j1"))
+    _build(repo, f"--cache-dir={cache}")
+    noop = statistics.median(_timed(lambda: _build(repo, f"--cache-dir={cache}")) for _ in range(5))
+    by_invoke = statistics.median(_timed(lambda: _invoke(repo, cache, "build")) for _ in range(5))
+    return j2, j1, noop, by_invoke
+
+
+def _invoke(repo: Path, cache: Path, task: str) -> None:
     invoke = str(Path(sys.executable).with_name("invoke"))
+    args = [task, "--target=all"] if task == "build" else [task]
     env = {**_env(), "SHIPYARD_CACHE_DIR": str(cache)}
+    subprocess.run([invoke, *args], cwd=repo, env=env, capture_output=True, check=True)
 
-    def run_invoke(*args: str) -> None:
-        subprocess.run([invoke, *args], cwd=repo, env=env, capture_output=True, check=True)
 
-    run_invoke("build", "--target=all")
-    by_invoke = statistics.median(
-        _timed(lambda: run_invoke("build", "--target=all")) for _ in range(max(10, RUNS))
+def _engine(repo: Path, cache: Path) -> None:
+    # One unmeasured build first: installers' and the Docker engine's own caches
+    # are warm for every measured run alike, and the scheduler has the action
+    # durations of a previous build, as it has on any machine after the first.
+    _build(repo, "--no-cache", "-j2")
+    # Rounds, not runs of one kind after another: this shared machine's speed
+    # drifts (by 2x over an hour), so each ratio is taken within one round.
+    rounds = [_round(repo, cache) for _ in range(RUNS)]
+    print(
+        "  rounds (cold -j2, cold -j1, no-op, no-op by invoke): "
+        + ", ".join(f"({a:.1f}s, {b:.1f}s, {c:.3f}s, {d:.3f}s)" for a, b, c, d in rounds)
     )
-    invoke_start = statistics.median(
-        _timed(lambda: run_invoke("--version")) for _ in range(max(10, RUNS))
-    )
+    median = statistics.median
+    start = median(_timed(lambda: _invoke(repo, cache, "--version")) for _ in range(5))
+    cold, serial = median(r[0] for r in rounds), median(r[1] for r in rounds)
+    print(f"  cold build -j2 {cold:.2f}s, -j1 {serial:.2f}s")
+    _check("no-op rebuild, seconds", median(r[2] for r in rounds), 0.5, "s")
+    _check("no-op rebuild / cold build", median(r[2] / r[0] for r in rounds), 0.02)
     label = "invoke's own start (`invoke --version`)"
-    print(f"  {label:<44} {invoke_start:8.3f}s")
-    _check("no-op `invoke build --target=all`, seconds", by_invoke, 0.5, "s")
-    _check("no-op by invoke / cold build", by_invoke / cold, 0.02)
+    print(f"  {label:<44} {start:8.3f}s")
+    _check("no-op `invoke build --target=all`, seconds", median(r[3] for r in rounds), 0.5, "s")
+    _check("no-op by invoke / cold build", median(r[3] / r[0] for r in rounds), 0.02)
+    speedup = median(r[1] / r[0] for r in rounds)
+    print(
+        f"  {'-j2 speed-up over -j1':<44} {speedup:8.2f}x  target >= 1.5x  "
+        f"{'ok' if speedup >= 1.5 else 'MISSED'}"
+    )
 
 
 def main() -> None:
@@ -116,35 +142,7 @@ def main() -> None:
         repo = _copy_repo(work / "repo")
         cache = work / "cache"
         print(f"engine benchmarks ({RUNS} runs each, medians)")
-        # One unmeasured build first: installers' and the Docker engine's own caches
-        # are warm for every measured run alike, and the scheduler has the action
-        # durations of a previous build, as it has on any machine after the first.
-        _build(repo, "--no-cache", "-j2")
-        # -j2 and -j1 alternate, so a change in the machine's load between runs
-        # (this is a shared 2-core machine) falls on both sides of the ratio.
-        pairs = [
-            (
-                _timed(lambda: _build(repo, "--no-cache", "-j2")),
-                _timed(lambda: _build(repo, "--no-cache", "-j1")),
-            )
-            for _ in range(RUNS)
-        ]
-        cold = statistics.median(p[0] for p in pairs)
-        serial = statistics.median(p[1] for p in pairs)
-        _build(repo, f"--cache-dir={cache}")
-        noop = statistics.median(
-            _timed(lambda: _build(repo, f"--cache-dir={cache}")) for _ in range(max(10, RUNS))
-        )
-        print(f"  cold build -j2 {cold:.2f}s, -j1 {serial:.2f}s, no-op {noop:.3f}s")
-        print("  cold pairs (-j2, -j1): " + ", ".join(f"({a:.1f}s, {b:.1f}s)" for a, b in pairs))
-        _check("no-op rebuild, seconds", noop, 0.5, "s")
-        _check("no-op rebuild / cold build", noop / cold, 0.02)
-        _noop_by_invoke(repo, cache, cold)
-        speedup = serial / cold
-        print(
-            f"  {'-j2 speed-up over -j1':<44} {speedup:8.2f}x  target >= 1.5x  "
-            f"{'ok' if speedup >= 1.5 else 'MISSED'}"
-        )
+        _engine(repo, cache)
         per: list[tuple[int, float]] = []
         for count in (10, 25, 50):
             gen = _generated(work / f"gen{count}", count)
