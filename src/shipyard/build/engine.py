@@ -28,7 +28,6 @@ __all__ = [
     "Slots",
     "Status",
     "map_parts",
-    "parallelism",
     "run_plan",
 ]
 
@@ -95,24 +94,20 @@ class Slots:
                 self._borrowed -= got
 
 
-@contextmanager
-def parallelism(ctx: BuildContext, parts: int) -> Iterator[int]:
-    """How many of an action's `parts` may run at once: its own slot plus any
-    idle ones (all of them when the context has no job budget, as in tests)."""
-    if ctx.slots is None:
-        yield max(1, parts)
-        return
-    with ctx.slots.borrow(parts - 1) as extra:
-        yield 1 + extra
-
-
 def map_parts(ctx: BuildContext, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-    """`fn` over `items` in order, as many at once as the job budget allows."""
-    with parallelism(ctx, len(items)) as width:
-        if width <= 1 or len(items) <= 1:
-            return [fn(item) for item in items]
-        with ThreadPoolExecutor(max_workers=width) as pool:
-            return list(pool.map(fn, items))
+    """`fn` over `items` in order: the action's own slot plus any idle ones at once
+    (all of `items` at once when the context has no job budget, as in tests)."""
+    if ctx.slots is None:
+        return _map(fn, items, len(items))
+    with ctx.slots.borrow(len(items) - 1) as extra:
+        return _map(fn, items, 1 + extra)
+
+
+def _map(fn: Callable[[_T], _R], items: Sequence[_T], width: int) -> list[_R]:
+    if width <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        return list(pool.map(fn, items))
 
 
 @dataclass(frozen=True)

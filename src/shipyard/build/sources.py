@@ -180,27 +180,29 @@ def _walk(
 
 
 def _source_names(
-    source: Path, root: Path | None, exclude: tuple[Path, ...], git: GitIgnored | None
+    source: Path, top: Path, exclude: tuple[Path, ...], git: GitIgnored | None
 ) -> list[str]:
-    """The sorted names of `source`'s files, relative to it (see `source_files`)."""
-    top = source if root is None else root.resolve()
+    """The sorted names of `source`'s files, relative to it (see `source_files`);
+    both paths resolved, `source` inside `top`."""
     ignored = _git_ignored(source) if git is None else git.under(source)
     skip = set(ignored or ())
+    nested = [folder.resolve() for folder in exclude]
     skip.update(
-        f"{folder.resolve().relative_to(source).as_posix()}/"
-        for folder in exclude
-        if folder.resolve().is_relative_to(source) and folder.resolve() != source
+        f"{folder.relative_to(source).as_posix()}/"
+        for folder in nested
+        if folder.is_relative_to(source) and folder != source
     )
     where = str(source)
     return sorted(_walk(where, "", top, frozenset(skip), ignored is not None, (where,)))
 
 
-def _resolved_inside(source: Path, root: Path | None) -> Path:
+def _resolved_inside(source: Path, root: Path | None) -> tuple[Path, Path]:
+    """`source` and `root` (default: `source`) resolved; the source must be inside."""
     resolved = source.resolve()
     top = resolved if root is None else root.resolve()
     if not resolved.is_relative_to(top):
         raise UsageError(f"source {source} leaves the repository ({top}); use a folder inside it")
-    return resolved
+    return resolved, top
 
 
 def source_files(
@@ -217,8 +219,8 @@ def source_files(
     Folders in `exclude` are left out, unread. `git` shares one question to
     git between the sources of a build.
     """
-    resolved = _resolved_inside(source, root)
-    return [resolved / name for name in _source_names(resolved, root, exclude, git)]
+    resolved, top = _resolved_inside(source, root)
+    return [resolved / name for name in _source_names(resolved, top, exclude, git)]
 
 
 def tree_hash(
@@ -236,9 +238,9 @@ def tree_hash(
     digest = hashlib.sha256()
     for part in extra:
         digest.update(part.encode() + b"\0")
-    resolved = _resolved_inside(source, root)
+    resolved, top = _resolved_inside(source, root)
     where = str(resolved)
-    for name in _source_names(resolved, root, exclude, git):
+    for name in _source_names(resolved, top, exclude, git):
         path = f"{where}/{name}"
         digest.update(name.encode(errors="surrogateescape") + b"\0")
         digest.update(b"x" if os.access(path, os.X_OK) else b"-")
