@@ -88,6 +88,21 @@ def _cli_env(tmp: Path | None = None, **extra: str) -> dict[str, str]:
     return env
 
 
+def _trial_figures(
+    killed: int, partial: int, recovered: int, leaked: list[str], seconds: float, **extra: float
+) -> dict[str, int | float | str]:
+    """The figures every kill test records, plus its own."""
+    return {
+        "killed_midway": killed,
+        "after_completion": TRIALS - killed,
+        "partial_artifacts": partial,
+        "recovered": recovered,
+        "left_in_tmpdir": len(leaked),
+        "seconds": round(seconds, 1),
+        **extra,
+    }
+
+
 def _leaked(tmp: Path) -> list[str]:
     """What the runs left in their TMPDIR."""
     return sorted(p.name for p in (tmp / "tmpdir").iterdir())
@@ -423,16 +438,15 @@ def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: P
         f"an uninterrupted build ({tiny.build_seconds:.1f}s: 2 binaries, wheel + zipapp)",
         result=f"killed mid-way {killed}, after completion {TRIALS - killed}; partial "
         f"artifacts seen {partial}; recovered {recovered}/{TRIALS}, outputs byte-identical",
-        figures={
-            "killed_midway": killed,
-            "after_completion": TRIALS - killed,
-            "killed_inside_a_cache_file_write": caught_writing,
-            "partial_artifacts": partial,
-            "recovered": recovered,
-            "baseline_seconds": round(tiny.build_seconds, 2),
-            "left_in_tmpdir": len(leaked),
-            "seconds": round(seconds, 1),
-        },
+        figures=_trial_figures(
+            killed,
+            partial,
+            recovered,
+            leaked,
+            seconds,
+            killed_inside_a_cache_file_write=caught_writing,
+            baseline_seconds=round(tiny.build_seconds, 2),
+        ),
     )
 
 
@@ -485,16 +499,15 @@ def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_
         result=f"killed mid-way {midway} ({caught_writing} inside a file write), after "
         f"completion {TRIALS - midway}; partial artifacts seen {partial}; recovered "
         f"{recovered}/{TRIALS}, outputs byte-identical, temporaries swept",
-        figures={
-            "killed_midway": midway,
-            "after_completion": TRIALS - midway,
-            "killed_inside_a_file_write": caught_writing,
-            "partial_artifacts": partial,
-            "recovered": recovered,
-            "window_ms": round(window * 1000, 1),
-            "left_in_tmpdir": len(leaked),
-            "seconds": round(seconds, 1),
-        },
+        figures=_trial_figures(
+            midway,
+            partial,
+            recovered,
+            leaked,
+            seconds,
+            killed_inside_a_file_write=caught_writing,
+            window_ms=round(window * 1000, 1),
+        ),
     )
 
 
@@ -557,15 +570,9 @@ def test_sigkill_during_a_push_never_tags_an_incomplete_image(
         result=f"killed mid-way {midway}, after completion {TRIALS - midway}; partial "
         f"artifacts seen {partial} (GET of every tagged manifest and child, HEAD of every "
         f"blob); recovered {recovered}/{TRIALS}, digests equal",
-        figures={
-            "killed_midway": midway,
-            "after_completion": TRIALS - midway,
-            "partial_artifacts": partial,
-            "recovered": recovered,
-            "window_ms": round(window * 1000, 1),
-            "left_in_tmpdir": len(leaked),
-            "seconds": round(seconds, 1),
-        },
+        figures=_trial_figures(
+            midway, partial, recovered, leaked, seconds, window_ms=round(window * 1000, 1)
+        ),
     )
 
 
@@ -636,14 +643,13 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
         f"completion {TRIALS - midway}; partial artifacts seen {partial} (GET of every "
         f"tagged manifest, HEAD of every blob); recovered {recovered}/{TRIALS}, outputs "
         "byte-identical, tag digests equal to an uninterrupted run",
-        figures={
-            "killed_midway": midway,
-            "after_completion": TRIALS - midway,
-            "killed_before_the_tag": untagged,
-            "partial_artifacts": partial,
-            "recovered": recovered,
-            "window_ms": round(window * 1000, 1),
-            "left_in_tmpdir": len(leaked),
-            "seconds": round(seconds, 1),
-        },
+        figures=_trial_figures(
+            midway,
+            partial,
+            recovered,
+            leaked,
+            seconds,
+            killed_before_the_tag=untagged,
+            window_ms=round(window * 1000, 1),
+        ),
     )

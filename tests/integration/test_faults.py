@@ -18,8 +18,6 @@ import logging
 import os
 import random
 import re
-import subprocess
-import sys
 import time
 import uuid
 import zipfile
@@ -28,9 +26,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
-import requests
 
 from shipyard._fs import sha256_file
 from shipyard.build.engine import Artifact
@@ -55,13 +53,12 @@ from shipyard.release import (
 from shipyard.release.index import _TwineFailure
 from tests.integration.conftest import Services
 from tests.integration.faultproxy import FAULT_KINDS, FaultProxy, running_proxy
-from tests.integration.registries import free_port
+from tests.integration.pypi import package_index
 from tests.integration.test_push import make_layout
 from tests.integration.test_release import (
     BUILDERS,
     INDEX_PASSWORD,
     INDEX_USER,
-    PYPISERVER,
     make_repo,
 )
 from tests.reliability import record
@@ -314,32 +311,8 @@ class PackageServer:
 @contextmanager
 def running_pypiserver(folder: Path) -> Iterator[PackageServer]:
     """pypiserver on a free 127.0.0.1 port, as tests/integration/test_release.py runs it."""
-    packages = folder / "packages"
-    packages.mkdir(parents=True)
-    sha1 = base64.b64encode(hashlib.sha1(INDEX_PASSWORD.encode()).digest()).decode()
-    (folder / "htpasswd").write_text(f"{INDEX_USER}:{{SHA}}{sha1}\n")
-    port = free_port()
-    command = [sys.executable, "-c", PYPISERVER, "run", "-p", str(port), "-i", "127.0.0.1"]
-    command += ["-a", "update", "-P", str(folder / "htpasswd"), "--hash-algo", "sha256"]
-    command += ["--disable-fallback", str(packages)]
-    with (folder / "log").open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        with requests.Session() as session:
-            session.trust_env = False
-            for _ in range(100):
-                try:
-                    session.get(url + "simple/", timeout=2)
-                    break
-                except requests.ConnectionError:
-                    time.sleep(0.2)
-            else:
-                pytest.fail(f"pypiserver did not start: {(folder / 'log').read_text()}")
-        yield PackageServer(url, f"127.0.0.1:{port}", packages)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with package_index(folder, INDEX_USER, INDEX_PASSWORD) as url:
+        yield PackageServer(url, urlsplit(url).netloc, folder / "packages")
 
 
 @pytest.fixture(scope="module")

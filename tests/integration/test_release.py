@@ -9,7 +9,6 @@ deterministic per binary and version, so each trial does not rebuild images.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
@@ -43,12 +41,12 @@ from shipyard.release import ReleaseContext, ReleaseOptions, prepare_release, re
 from shipyard.release.pipeline import PIPELINE, run_pipeline
 from shipyard.release.publish import PublishError
 from tests.integration.conftest import Services
+from tests.integration.pypi import package_index
 from tests.integration.registries import (
     PASSWORD,
     USER,
     ExtraRegistry,
     TokenIssuer,
-    free_port,
     running_registry,
     running_token_server,
     write_htpasswd,
@@ -65,10 +63,6 @@ PLATFORMS = ("linux/amd64", "linux/arm64")
 RUN = uuid.uuid4().hex[:8]
 # pypiserver imports passlib, which breaks on bcrypt>=4.1 (installed for the registry
 # tests); without bcrypt it falls back to the {SHA} htpasswd scheme used here.
-PYPISERVER = (
-    "import sys; sys.modules['bcrypt'] = None; "
-    "from pypiserver.__main__ import main; sys.exit(main())"
-)
 
 
 class LayoutImageBuilder:
@@ -142,30 +136,8 @@ class Hubs:
 @pytest.fixture(scope="module")
 def pypiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackageServer]:
     folder = tmp_path_factory.mktemp("pypiserver")
-    packages = folder / "packages"
-    packages.mkdir()
-    sha1 = base64.b64encode(hashlib.sha1(INDEX_PASSWORD.encode()).digest()).decode()
-    (folder / "htpasswd").write_text(f"{INDEX_USER}:{{SHA}}{sha1}\n")
-    port = free_port()
-    command = [sys.executable, "-c", PYPISERVER, "run", "-p", str(port), "-i", "127.0.0.1"]
-    command += ["-a", "update", "-P", str(folder / "htpasswd"), "--hash-algo", "sha256"]
-    command += ["--disable-fallback"]  # loopback only: never redirect to a public index
-    with (folder / "log").open("wb") as log:
-        process = subprocess.Popen([*command, str(packages)], stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(100):
-            try:
-                requests.get(url + "simple/", timeout=2)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"pypiserver did not start: {(folder / 'log').read_text()}")
-        yield PackageServer(url, packages)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with package_index(folder, INDEX_USER, INDEX_PASSWORD) as url:
+        yield PackageServer(url, folder / "packages")
 
 
 @pytest.fixture(scope="module")

@@ -23,34 +23,31 @@ import secrets
 import subprocess
 import sys
 import tarfile
-import time
 import traceback
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import requests
 
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci._retry import RetryPolicy
 from shipyard.oci.auth import Credentials, env_variable_names, find_credentials, redact
 from shipyard.oci.registry import Registry
 from tests.integration.conftest import Services
+from tests.integration.pypi import package_index
 from tests.integration.registries import (
     USER,
     ExtraRegistry,
     TokenIssuer,
-    free_port,
     registry_binary,
     running_registry,
     running_token_server,
     write_htpasswd,
 )
-from tests.integration.test_release import PYPISERVER
 from tests.reliability import record
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("registry", "base-layout")]
@@ -222,7 +219,7 @@ def world(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 "elsewhere.invalid:5000": {"identitytoken": planted["identity"]},
             },
         )
-        index = stack.enter_context(_package_index(folder / "index", planted["index"]))
+        index = stack.enter_context(package_index(folder / "index", "uploader", planted["index"]))
         repo = _repo(folder / "repo")
         user_var, password_var = env_variable_names(basic.host)
         env = {
@@ -243,35 +240,6 @@ def world(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "SHIPYARD_INDEX_PASSWORD": planted["index"],
         }
         yield World(basic, token, repo, folder / "cache", folder, planted, env)
-
-
-@contextmanager
-def _package_index(folder: Path, password: str) -> Iterator[str]:
-    """A pypiserver on loopback that takes uploads from `uploader` with `password`."""
-    packages = folder / "packages"
-    packages.mkdir(parents=True)
-    sha1 = base64.b64encode(hashlib.sha1(password.encode()).digest()).decode()
-    (folder / "htpasswd").write_text(f"uploader:{{SHA}}{sha1}\n")
-    port = free_port()
-    command = [sys.executable, "-c", PYPISERVER, "run", "-p", str(port), "-i", "127.0.0.1"]
-    command += ["-a", "update", "-P", str(folder / "htpasswd"), "--hash-algo", "sha256"]
-    command += ["--disable-fallback", str(packages)]
-    url = f"http://127.0.0.1:{port}/"
-    with (folder / "log").open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=log)
-    try:
-        for _ in range(100):
-            try:
-                requests.get(url + "simple/", timeout=2)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"pypiserver did not start: {(folder / 'log').read_text()}")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def _repo(repo: Path) -> Path:
