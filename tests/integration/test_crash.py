@@ -89,12 +89,18 @@ def _cli_env(tmp: Path | None = None, **extra: str) -> dict[str, str]:
 
 
 def _trial_figures(
-    killed: int, partial: int, recovered: int, leaked: list[str], seconds: float, **extra: float
+    moments: _Moments,
+    partial: int,
+    recovered: int,
+    leaked: list[str],
+    seconds: float,
+    **extra: float,
 ) -> dict[str, int | float | str]:
     """The figures every kill test records, plus its own."""
     return {
-        "killed_midway": killed,
-        "after_completion": TRIALS - killed,
+        "trials": moments.trials,
+        "killed_midway": moments.midway,
+        "after_completion": moments.trials - moments.midway,
         "partial_artifacts": partial,
         "recovered": recovered,
         "left_in_tmpdir": len(leaked),
@@ -183,6 +189,41 @@ def _timed(
 def _baseline(measure: Callable[[int], float], runs: int = 3) -> float:
     """The median of a few uninterrupted runs: one alone is at the mercy of the load."""
     return statistics.median(measure(i) for i in range(runs))
+
+
+class _Moments:
+    """The kill moments of one test, drawn with a seeded RNG across a measured window.
+
+    The window is measured before the trials, and this machine's speed drifts: runs
+    can turn out shorter than it, and most kills would land after completion. Each
+    kill that does shrinks the window by a fifth, and trials go on past TRIALS (to
+    at most three times as many) until half of TRIALS have landed mid-way.
+    """
+
+    def __init__(self, seed: int, window: float) -> None:
+        self.rng = random.Random(seed)
+        self.window = window
+        self.trials = 0
+        self.midway = 0
+
+    def __iter__(self) -> Iterator[float]:
+        while self.trials < TRIALS or (self.midway < TRIALS // 2 and self.trials < 3 * TRIALS):
+            self.trials += 1
+            yield self.rng.uniform(0, SPREAD * self.window)
+
+    def landed(self, midway: bool) -> None:
+        """Note where the last kill landed."""
+        self.midway += midway
+        if not midway:
+            self.window *= 0.8
+
+    def check(self, what: str) -> None:
+        """Enough kills landed mid-way for the test to mean something."""
+        assert self.midway >= TRIALS // 2, f"only {self.midway} of {self.trials} kills {what}"
+
+    def summary(self) -> str:
+        """Where the kills landed, for the record."""
+        return f"killed mid-way {self.midway}, after completion {self.trials - self.midway}"
 
 
 def _recover(cwd: Path, args: list[str], log: Path, env: dict[str, str]) -> None:
@@ -403,11 +444,11 @@ def _big_zipapp(root: Path, tiny: Tiny) -> Path:
 @pytest.mark.reliability
 def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: Path) -> None:
     root = clone(tiny.origin, tmp_path / "repo")
-    rng = random.Random(7001)
+    moments = _Moments(7001, tiny.build_seconds)
     warm = tmp_path / "warm-cache"
-    killed = partial = recovered = caught_writing = 0
+    partial = recovered = caught_writing = 0
     began = time.monotonic()
-    for trial in range(TRIALS):
+    for trial, delay in enumerate(moments):
         # One trial in five starts from an empty cache, so the run after the kill
         # must build what is missing; the others force a full build over a cache
         # filled by earlier runs (and rewrite its entries).
@@ -416,8 +457,8 @@ def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: P
         if trial % 2 == 0:  # half start with no outputs at all
             shutil.rmtree(root / "dist", ignore_errors=True)
         args = ["build", f"--cache-dir={cache}", *([] if fresh else ["--force"])]
-        delay = rng.uniform(0, SPREAD * tiny.build_seconds)
-        killed += _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path))
+        killed = _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path))
+        moments.landed(killed)
         state = _cache_state(cache)
         problems = [*_dist_problems(root / "dist", tiny.good), *state.problems]
         partial += len(problems)
@@ -429,17 +470,17 @@ def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: P
     seconds = time.monotonic() - began
     leaked = _leaked(tmp_path)
     assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    assert killed >= TRIALS // 2, f"only {killed} of {TRIALS} kills landed mid-build"
+    moments.check("landed mid-build")
     record(
         "SIGKILL during a build",
         area="crash",
-        cases=TRIALS,
-        injected=f"SIGKILL of the build's process group at {TRIALS} random moments across "
-        f"an uninterrupted build ({tiny.build_seconds:.1f}s: 2 binaries, wheel + zipapp)",
-        result=f"killed mid-way {killed}, after completion {TRIALS - killed}; partial "
-        f"artifacts seen {partial}; recovered {recovered}/{TRIALS}, outputs byte-identical",
+        cases=moments.trials,
+        injected=f"SIGKILL of the build's process group at {moments.trials} random moments "
+        f"across an uninterrupted build ({tiny.build_seconds:.1f}s: 2 binaries, wheel + zipapp)",
+        result=f"{moments.summary()}; partial artifacts seen {partial}; recovered "
+        f"{recovered}/{moments.trials}, outputs byte-identical",
         figures=_trial_figures(
-            killed,
+            moments,
             partial,
             recovered,
             leaked,
@@ -470,18 +511,17 @@ def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_
         return _timed(root, args, tmp_path / "base.log", _cli_env(tmp_path), big.exists, done)
 
     window = _baseline(measure)
-    rng = random.Random(7002)
-    midway = partial = recovered = caught_writing = 0
+    moments = _Moments(7002, window)
+    partial = recovered = caught_writing = 0
     began = time.monotonic()
-    for trial in range(TRIALS):
+    for trial, delay in enumerate(moments):
         cache, args = prepare(f"cache-{trial}")
-        delay = rng.uniform(0, SPREAD * window)
         _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path), big.exists)
         state = _cache_state(cache)
         problems = [*_dist_problems(root / "dist", tiny.good), *state.problems]
         partial += len(problems)
         assert not problems, f"trial {trial} (killed at {delay * 1000:.1f}ms): {problems}"
-        midway += len(state.entries) < 4
+        moments.landed(len(state.entries) < 4)
         caught_writing += state.temporaries > 0
         _recover(root, args, tmp_path / "next.log", _cli_env(tmp_path))
         _assert_recovered(root, tiny.good, cache, trial)
@@ -489,18 +529,18 @@ def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_
     seconds = time.monotonic() - began
     leaked = _leaked(tmp_path)
     assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    assert midway >= TRIALS // 2, f"only {midway} of {TRIALS} kills landed before the entry"
+    moments.check("landed before the entry")
     record(
         "SIGKILL during the local cache write",
         area="crash",
-        cases=TRIALS,
-        injected=f"SIGKILL at {TRIALS} random moments across the {window * 1000:.0f}ms "
+        cases=moments.trials,
+        injected=f"SIGKILL at {moments.trials} random moments across the {window * 1000:.0f}ms "
         "from a 4 MiB zipapp's appearance in dist/ to its cache entry (hash, blob, entry)",
-        result=f"killed mid-way {midway} ({caught_writing} inside a file write), after "
-        f"completion {TRIALS - midway}; partial artifacts seen {partial}; recovered "
-        f"{recovered}/{TRIALS}, outputs byte-identical, temporaries swept",
+        result=f"{moments.summary()} ({caught_writing} inside a file write); partial "
+        f"artifacts seen {partial}; recovered {recovered}/{moments.trials}, outputs "
+        "byte-identical, temporaries swept",
         figures=_trial_figures(
-            midway,
+            moments,
             partial,
             recovered,
             leaked,
@@ -540,18 +580,17 @@ def test_sigkill_during_a_push_never_tags_an_incomplete_image(
     window = _baseline(lambda run: _timed(root, ["push"], log, hub(f"base{run}"), pushing, pushed))
     good, missing = view.tagged(f"crash-{RUN}/base0/app")
     assert good == {"1.0.0": digest, "latest": digest} and not missing
-    rng = random.Random(7004)
-    midway = partial = recovered = 0
+    moments = _Moments(7004, window)
+    partial = recovered = 0
     began = time.monotonic()
-    for trial in range(TRIALS):
+    for trial, delay in enumerate(moments):
         repo = f"crash-{RUN}/push-{trial}/app"
-        delay = rng.uniform(0, SPREAD * window)
         _sigkill(root, ["push"], delay, log, hub(f"push-{trial}"), pushing)
         tags, missing = view.tagged(repo)
         wrong = [f"{repo}:{t} -> {d}" for t, d in tags.items() if d != digest]
         partial += len(missing) + len(wrong)
         assert not missing and not wrong, f"trial {trial} ({delay * 1000:.0f}ms): {missing}"
-        midway += len(tags) < 2
+        moments.landed(len(tags) < 2)
         _recover(root, ["push"], tmp_path / "next.log", hub(f"push-{trial}"))
         tags, missing = view.tagged(repo)
         assert tags == good and not missing, f"trial {trial}: {tags} {missing}"
@@ -560,18 +599,18 @@ def test_sigkill_during_a_push_never_tags_an_incomplete_image(
     seconds = time.monotonic() - began
     leaked = _leaked(tmp_path)
     assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    assert midway >= TRIALS // 2, f"only {midway} of {TRIALS} kills landed before the tags"
+    moments.check("landed before the tags")
     record(
         "SIGKILL during an image push",
         area="crash",
-        cases=TRIALS,
-        injected=f"SIGKILL of `shipyard push` at {TRIALS} random moments across the "
+        cases=moments.trials,
+        injected=f"SIGKILL of `shipyard push` at {moments.trials} random moments across the "
         f"{window * 1000:.0f}ms push of a 3-platform layout (7 blobs, 4 manifests, 2 tags)",
-        result=f"killed mid-way {midway}, after completion {TRIALS - midway}; partial "
-        f"artifacts seen {partial} (GET of every tagged manifest and child, HEAD of every "
-        f"blob); recovered {recovered}/{TRIALS}, digests equal",
+        result=f"{moments.summary()}; partial artifacts seen {partial} (GET of every tagged "
+        f"manifest and child, HEAD of every blob); recovered {recovered}/{moments.trials}, "
+        "digests equal",
         figures=_trial_figures(
-            midway, partial, recovered, leaked, seconds, window_ms=round(window * 1000, 1)
+            moments, partial, recovered, leaked, seconds, window_ms=round(window * 1000, 1)
         ),
     )
 
@@ -605,12 +644,11 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
     assert len(good) == 1 and not missing, (good, missing)
     # The reference bytes are those of an uninterrupted run of this same command.
     outputs = _outputs(root / "dist")
-    rng = random.Random(7005)
-    midway = partial = recovered = untagged = 0
+    moments = _Moments(7005, window)
+    partial = recovered = untagged = 0
     began = time.monotonic()
-    for trial in range(TRIALS):
+    for trial, delay in enumerate(moments):
         cache, args, repo = prepare(f"cache-{trial}")
-        delay = rng.uniform(0, SPREAD * window)
         _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path), big.exists)
         tags, missing = view.tagged(repo)
         state = _cache_state(cache)
@@ -621,7 +659,7 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
         # The remote is written first: a zipapp in the local cache is in the remote one.
         local = state.entries - tiny.warm_keys
         assert local <= set(tags), f"trial {trial}: {sorted(local - set(tags))} is only local"
-        midway += len(state.entries) < 4
+        moments.landed(len(state.entries) < 4)
         untagged += not tags
         _recover(root, args, tmp_path / "next.log", _cli_env(tmp_path))
         _assert_recovered(root, outputs, cache, trial)
@@ -631,20 +669,20 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
     seconds = time.monotonic() - began
     leaked = _leaked(tmp_path)
     assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    assert midway >= TRIALS // 2, f"only {midway} of {TRIALS} kills landed mid-upload"
+    moments.check("landed mid-upload")
     record(
         "SIGKILL during a remote cache upload",
         area="crash",
-        cases=TRIALS,
-        injected=f"SIGKILL at {TRIALS} random moments across the {window * 1000:.0f}ms from "
-        "a 4 MiB zipapp's appearance in dist/ to its cache entry (upload to oci://, then "
-        "the local write)",
-        result=f"killed mid-way {midway} ({untagged} before the key was tagged), after "
-        f"completion {TRIALS - midway}; partial artifacts seen {partial} (GET of every "
-        f"tagged manifest, HEAD of every blob); recovered {recovered}/{TRIALS}, outputs "
-        "byte-identical, tag digests equal to an uninterrupted run",
+        cases=moments.trials,
+        injected=f"SIGKILL at {moments.trials} random moments across the {window * 1000:.0f}ms "
+        "from a 4 MiB zipapp's appearance in dist/ to its cache entry (upload to oci://, "
+        "then the local write)",
+        result=f"{moments.summary()} ({untagged} before the key was tagged); partial "
+        f"artifacts seen {partial} (GET of every tagged manifest, HEAD of every blob); "
+        f"recovered {recovered}/{moments.trials}, outputs byte-identical, tag digests equal "
+        "to an uninterrupted run",
         figures=_trial_figures(
-            midway,
+            moments,
             partial,
             recovered,
             leaked,
