@@ -93,7 +93,6 @@ def _trial_figures(
     partial: int,
     recovered: int,
     leaked: list[str],
-    seconds: float,
     **extra: float,
 ) -> dict[str, int | float | str]:
     """The figures every kill test records, plus its own."""
@@ -104,7 +103,7 @@ def _trial_figures(
         "partial_artifacts": partial,
         "recovered": recovered,
         "left_in_tmpdir": len(leaked),
-        "seconds": round(seconds, 1),
+        "seconds": round(moments.seconds, 1),
         **extra,
     }
 
@@ -205,6 +204,8 @@ class _Moments:
         self.window = window
         self.trials = 0
         self.midway = 0
+        self.began = time.monotonic()
+        self.seconds = 0.0
 
     def __iter__(self) -> Iterator[float]:
         while self.trials < TRIALS or (self.midway < TRIALS // 2 and self.trials < 3 * TRIALS):
@@ -217,9 +218,16 @@ class _Moments:
         if not midway:
             self.window *= 0.8
 
-    def check(self, what: str) -> None:
-        """Enough kills landed mid-way for the test to mean something."""
+    def finish(self, tmp: Path, what: str) -> list[str]:
+        """Check the trials' end: nothing of ours left in TMPDIR, enough kills `what`.
+
+        Returns what the runs left in TMPDIR.
+        """
+        self.seconds = time.monotonic() - self.began
+        leaked = _leaked(tmp)
+        assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
         assert self.midway >= TRIALS // 2, f"only {self.midway} of {self.trials} kills {what}"
+        return leaked
 
     def summary(self) -> str:
         """Where the kills landed, for the record."""
@@ -447,7 +455,6 @@ def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: P
     moments = _Moments(7001, tiny.build_seconds)
     warm = tmp_path / "warm-cache"
     partial = recovered = caught_writing = 0
-    began = time.monotonic()
     for trial, delay in enumerate(moments):
         # One trial in five starts from an empty cache, so the run after the kill
         # must build what is missing; the others force a full build over a cache
@@ -467,10 +474,7 @@ def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: P
         _recover(root, ["build", f"--cache-dir={cache}"], tmp_path / "next.log", _cli_env(tmp_path))
         _assert_recovered(root, tiny.good, cache, trial)
         recovered += 1
-    seconds = time.monotonic() - began
-    leaked = _leaked(tmp_path)
-    assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    moments.check("landed mid-build")
+    leaked = moments.finish(tmp_path, "landed mid-build")
     record(
         "SIGKILL during a build",
         area="crash",
@@ -484,7 +488,6 @@ def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: P
             partial,
             recovered,
             leaked,
-            seconds,
             killed_inside_a_cache_file_write=caught_writing,
             baseline_seconds=round(tiny.build_seconds, 2),
         ),
@@ -513,7 +516,6 @@ def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_
     window = _baseline(measure)
     moments = _Moments(7002, window)
     partial = recovered = caught_writing = 0
-    began = time.monotonic()
     for trial, delay in enumerate(moments):
         cache, args = prepare(f"cache-{trial}")
         _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path), big.exists)
@@ -526,10 +528,7 @@ def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_
         _recover(root, args, tmp_path / "next.log", _cli_env(tmp_path))
         _assert_recovered(root, tiny.good, cache, trial)
         recovered += 1
-    seconds = time.monotonic() - began
-    leaked = _leaked(tmp_path)
-    assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    moments.check("landed before the entry")
+    leaked = moments.finish(tmp_path, "landed before the entry")
     record(
         "SIGKILL during the local cache write",
         area="crash",
@@ -544,7 +543,6 @@ def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_
             partial,
             recovered,
             leaked,
-            seconds,
             killed_inside_a_file_write=caught_writing,
             window_ms=round(window * 1000, 1),
         ),
@@ -582,7 +580,6 @@ def test_sigkill_during_a_push_never_tags_an_incomplete_image(
     assert good == {"1.0.0": digest, "latest": digest} and not missing
     moments = _Moments(7004, window)
     partial = recovered = 0
-    began = time.monotonic()
     for trial, delay in enumerate(moments):
         repo = f"crash-{RUN}/push-{trial}/app"
         _sigkill(root, ["push"], delay, log, hub(f"push-{trial}"), pushing)
@@ -596,10 +593,7 @@ def test_sigkill_during_a_push_never_tags_an_incomplete_image(
         assert tags == good and not missing, f"trial {trial}: {tags} {missing}"
         assert all(view.has_blob(repo, blob) for blob in blobs), f"trial {trial}"
         recovered += 1
-    seconds = time.monotonic() - began
-    leaked = _leaked(tmp_path)
-    assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    moments.check("landed before the tags")
+    leaked = moments.finish(tmp_path, "landed before the tags")
     record(
         "SIGKILL during an image push",
         area="crash",
@@ -610,7 +604,7 @@ def test_sigkill_during_a_push_never_tags_an_incomplete_image(
         f"manifest and child, HEAD of every blob); recovered {recovered}/{moments.trials}, "
         "digests equal",
         figures=_trial_figures(
-            moments, partial, recovered, leaked, seconds, window_ms=round(window * 1000, 1)
+            moments, partial, recovered, leaked, window_ms=round(window * 1000, 1)
         ),
     )
 
@@ -646,7 +640,6 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
     outputs = _outputs(root / "dist")
     moments = _Moments(7005, window)
     partial = recovered = untagged = 0
-    began = time.monotonic()
     for trial, delay in enumerate(moments):
         cache, args, repo = prepare(f"cache-{trial}")
         _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path), big.exists)
@@ -666,10 +659,7 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
         tags, missing = view.tagged(repo)
         assert tags == good and not missing, f"trial {trial}: {tags} {missing}"
         recovered += 1
-    seconds = time.monotonic() - began
-    leaked = _leaked(tmp_path)
-    assert not [name for name in leaked if name.startswith(TEMP_PREFIX)], leaked
-    moments.check("landed mid-upload")
+    leaked = moments.finish(tmp_path, "landed mid-upload")
     record(
         "SIGKILL during a remote cache upload",
         area="crash",
@@ -686,7 +676,6 @@ def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
             partial,
             recovered,
             leaked,
-            seconds,
             killed_before_the_tag=untagged,
             window_ms=round(window * 1000, 1),
         ),
