@@ -14,7 +14,25 @@ import sys
 import time
 from pathlib import Path
 
-AREAS = ("network", "transport", "manifests", "injection", "archives", "secrets", "crash")
+AREAS = (
+    "network",
+    "transport",
+    "manifests",
+    "injection",
+    "archives",
+    "secrets",
+    "crash",
+    # Security classes (one section each): attacks tried, with 0 successes.
+    "zipapp cache",
+    "credentials",
+    "remote cache",
+    "local cache",
+    "base layers",
+    "build context",
+    "release atomicity",
+    "signals",
+    "retry budget",
+)
 
 HEADER = """# Reliability and security figures
 

@@ -37,6 +37,8 @@ def run_logged(
                 stdin=subprocess.DEVNULL,
                 env=dict(env),
                 cwd=cwd,
+                # Its own process group, so terminate_all can end the tree it starts.
+                process_group=0,
             )
             _running.add(process)
         try:
@@ -49,39 +51,31 @@ def run_logged(
 def terminate_all(grace: float = 5.0) -> None:
     """End every running build subprocess and everything it started.
 
-    The backend and installer a front end starts would outlive it and keep
-    writing temporaries, so the whole tree is ended (found through /proc).
+    Each subprocess leads a process group of its own (`process_group=0`), and
+    the backend and installer a front end starts inherit it, so the whole tree
+    is ended by signalling the group: SIGTERM, then after `grace` seconds
+    SIGKILL to whatever of the group is left. Process ids are never collected
+    ahead of time: a pid read seconds earlier may belong to an unrelated
+    process by the time it is signalled, but the kernel does not give a group's
+    id to a new process while any member of the group (or its unreaped
+    leader) still exists, so a group signal reaches only what the build started.
     """
     with _lock:
         _stopping.set()
         processes = list(_running)
-    trees = {process.pid: _descendants(process.pid) for process in processes}
     for process in processes:
-        process.terminate()
+        _signal_group(process, signal.SIGTERM)
     for process in processes:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for pid in trees[process.pid]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
 
 
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found: list[int] = []
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
+def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    # ProcessLookupError: the group is empty (everything already ended).
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
 
 
 def reset() -> None:
