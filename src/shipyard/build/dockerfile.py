@@ -6,16 +6,25 @@ the same OCI model the daemonless builder uses, and the platforms are written as
 one index in dist/images/<binary>/, the same outputs as any other image. The
 build context is the Dockerfile's folder plus the binary's wheel under
 `.shipyard/wheels/`, so a Dockerfile can install it without any network.
+
+The context is streamed to the engine as one tar, never copied into the tree
+(a Dockerfile at the repository root would copy dist/ into itself). It leaves
+out what `.dockerignore` lists, read as the Docker CLI reads it (the docker
+SDK's matcher: `#` comments, `*`, `?`, `**`, `!` exceptions, a leading `/`), and
+always the folders that are never build input: dist/, .git/ (at any depth),
+.venv/, .nox/ and .shipyard/ (shipyard's own folder, whose `wheels/` it fills).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import shutil
+import os
+import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from shipyard._fs import TEMP_PREFIX
 from shipyard.build.engine import Artifact, BuildContext, Outcome
@@ -27,7 +36,12 @@ from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.base import blob_store
 from shipyard.oci.model import Image
 
-__all__ = ["DockerfileBuilder"]
+__all__ = ["DockerfileBuilder", "context_names"]
+
+# Never build input, whatever .dockerignore says: listed after its patterns, so a
+# `!` exception cannot bring them back (the last matching pattern wins).
+_NEVER = ("dist", "**/.git", ".venv", ".nox", ".shipyard")
+_WHEELS = ".shipyard/wheels"
 
 
 class DockerfileBuilder:
@@ -52,13 +66,16 @@ class DockerfileBuilder:
         images: dict[str, Image] = {}
         try:
             client = docker.from_env(environment=dict(ctx.env))
+            ctx.dist.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=ctx.dist) as tmp:
-                context = Path(tmp) / "context"
-                shutil.copytree(dockerfile.parent, context, symlinks=True)
-                wheels = context / ".shipyard" / "wheels"
-                wheels.mkdir(parents=True, exist_ok=True)
-                for artifact in deps:
-                    shutil.copy2(artifact.path, wheels / artifact.path.name)
+                context = Path(tmp) / "context.tar"
+                try:
+                    names = context_names(dockerfile.parent, dockerfile.name, ctx.dist)
+                    with context.open("wb") as handle:
+                        wheels = [a.path for a in deps]
+                        _write_context(handle, dockerfile.parent, names, wheels)
+                except OSError as exc:
+                    raise BuildError(action.id, f"the build context: {exc}", log=log) from None
                 # One platform after the other, unlike the other builders: both
                 # builds pull the same base tag, which the engine's image store
                 # holds for one platform at a time.
@@ -66,20 +83,22 @@ class DockerfileBuilder:
                     for platform in action.platforms:
                         suffix = hashlib.sha256(platform.encode()).hexdigest()[:12]
                         tag = f"shipyard-build/{binary}:{suffix}"
-                        image, lines = client.images.build(
-                            path=str(context),
-                            dockerfile=dockerfile.name,
-                            platform=platform,
-                            tag=tag,
-                            rm=True,
-                            forcerm=True,
-                            pull=True,
-                            network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
-                            buildargs={
-                                "VERSION": ctx.stamp.version,
-                                "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
-                            },
-                        )
+                        with context.open("rb") as sent:
+                            image, lines = client.images.build(
+                                fileobj=sent,
+                                custom_context=True,
+                                dockerfile=dockerfile.name,
+                                platform=platform,
+                                tag=tag,
+                                rm=True,
+                                forcerm=True,
+                                pull=True,
+                                network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
+                                buildargs={
+                                    "VERSION": ctx.stamp.version,
+                                    "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
+                                },
+                            )
                         _log(out, lines)
                         saved = Path(tmp) / f"{platform.replace('/', '_')}.tar"
                         with saved.open("wb") as handle:
@@ -103,3 +122,53 @@ def _log(out: Any, lines: Any) -> None:
     for line in lines:
         text = line.get("stream") or line.get("status") or json.dumps(line)
         out.write(str(text))
+
+
+def context_names(folder: Path, dockerfile: str, dist: Path | None = None) -> list[str]:
+    """The sorted paths (files, folders, links; relative to `folder`) a build sends.
+
+    Everything under `folder` but what its `.dockerignore` excludes and the
+    folders that are never input (dist/, .git/, .venv/, .nox/, .shipyard/ and
+    `dist` itself when it lies inside `folder`). `.dockerignore` and the
+    Dockerfile are always sent, as the Docker CLI does.
+    """
+    from docker.utils.build import exclude_paths
+
+    patterns = _dockerignore(folder / ".dockerignore")
+    patterns.extend(_NEVER)
+    if dist is not None and dist.resolve().is_relative_to(folder.resolve()):
+        inside = dist.resolve().relative_to(folder.resolve()).as_posix()
+        if inside != ".":
+            patterns.append("/" + inside)
+    return sorted(exclude_paths(str(folder), patterns, dockerfile=dockerfile))
+
+
+def _dockerignore(path: Path) -> list[str]:
+    """The patterns of a .dockerignore: one a line, blank lines and `#` comments left out."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _write_context(out: IO[bytes], folder: Path, names: Sequence[str], wheels: list[Path]) -> None:
+    """A tar of `names` under `folder`, then the wheels under `.shipyard/wheels/`."""
+
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in names:
+            # One entry each (the list already holds what is below a folder); links
+            # stay links and sockets are skipped, as the Docker CLI sends them.
+            tar.add(os.path.join(folder, name), arcname=name, recursive=False, filter=owned_by_root)
+        for part in (".shipyard", _WHEELS):
+            info = owned_by_root(tarfile.TarInfo(part))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for wheel in wheels:
+            tar.add(wheel, arcname=f"{_WHEELS}/{wheel.name}", filter=owned_by_root)

@@ -9,9 +9,10 @@ A base names one or more sources, separated by commas:
 
 Each requested platform takes the first source that has it. Layer blobs are
 used as they are, never re-compressed: a layout's blobs in place, others from
-the blob store (the cache), where blobs are kept by digest. Every layer is
-checked once (`check_base_layer`): a base whose tar would write outside the
-root it is unpacked into is refused, whatever its source.
+the blob store (the cache), where blobs are kept by digest. Every image's
+layers are checked once, in order (`check_base_layers`): a base whose layers
+would write outside the root they are unpacked into, alone or through a link an
+earlier layer made, is refused, whatever its source.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from platformdirs import user_cache_dir
 from shipyard.errors import UsageError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.keys import base_fingerprint
-from shipyard.oci.layer import BlobStore, check_base_layer, layer_from_tarball
+from shipyard.oci.layer import BlobStore, check_base_layers, layer_from_tarball
 from shipyard.oci.layout import find_images, read_layout
 from shipyard.oci.model import CONFIG, Config, Descriptor, History, Image, OCIError, Platform
 from shipyard.oci.reference import parse_reference
@@ -104,15 +105,15 @@ def load_base(
     absent = [str(p) for p in wanted if p not in found]
     if absent:
         raise OCIError(f"base image {text} has no image for {', '.join(absent)}")
-    checked: set[str] = set()
+    checked: set[tuple[str, ...]] = set()
     for base in found.values():
-        for layer in base.image.layers:
-            if layer.descriptor.digest not in checked:
-                try:
-                    check_base_layer(layer, store)
-                except OCIError as exc:
-                    raise OCIError(f"base image {base.name}: {exc}") from None
-                checked.add(layer.descriptor.digest)
+        chain = tuple(layer.descriptor.digest for layer in base.image.layers)
+        if chain not in checked:
+            try:
+                check_base_layers(base.image.layers, store)
+            except OCIError as exc:  # the same type: an unsafe layer is bad input (exit 2)
+                raise type(exc)(f"base image {base.name}: {exc}") from None
+            checked.add(chain)
     return {str(p): found[p] for p in wanted}
 
 
