@@ -3,12 +3,20 @@
 Standard library only, and it imports little: startup time is the product. Pure Python
 is imported straight from the archive, its bytecode cached per build; native code is
 unpacked once per build into a cache folder that processes share safely.
+
+The cache is code that runs, so it is used only when no one else could have written it:
+the root and every folder under it owned by this user (or root) and not writable by
+group or others, every folder above the root owned by this user or root and either not
+writable by group or others or sticky (as /tmp is). Otherwise the zipapp says why on
+stderr and runs without it: bytecode is not cached and native code is unpacked into a
+private temporary folder, removed at exit.
 """
 
 from __future__ import annotations
 
 import marshal
 import os
+import stat
 import sys
 import zipimport
 from importlib.machinery import ModuleSpec
@@ -21,7 +29,17 @@ if TYPE_CHECKING:
     from types import CodeType, ModuleType
     from typing import Any
 
-__all__ = ["ROOT_ENV", "ArchiveImporter", "BootError", "cache_root", "check_target", "unpack"]
+__all__ = [
+    "ROOT_ENV",
+    "ArchiveImporter",
+    "BootError",
+    "UntrustedCache",
+    "cache_root",
+    "check_target",
+    "unpack",
+    "unpack_private",
+    "untrusted",
+]
 
 BUILD_INFO = "_shipyard/build.json"
 SOURCE = "_shipyard/boot.py"
@@ -53,6 +71,13 @@ def _boot():
 _boot()
 """
 ROOT_ENV = "SHIPYARD_ZIPAPP_ROOT"
+# Temporary folders: in a build folder while unpacking, in the temp folder when the
+# cache is not trusted. A live one is flock-ed by its process; an unlocked one is a
+# killed start's leftover, swept by the next start.
+UNPACK_PREFIX = ".unpack-"
+PRIVATE_PREFIX = "shipyard-zipapp-"
+# A bytecode file is written in microseconds: a temporary one this old was abandoned.
+STALE_SECONDS = 60
 # OCI architecture -> the names os.uname() gives that machine.
 MACHINES = {
     "amd64": ("x86_64", "amd64"),
@@ -67,6 +92,10 @@ MACHINES = {
 
 class BootError(Exception):
     """Why the zipapp cannot start on this machine; shown as one line, exit status 2."""
+
+
+class UntrustedCache(Exception):
+    """A cache folder someone else could have written: its contents must not run."""
 
 
 def check_target(
@@ -101,11 +130,132 @@ def cache_root(environ: Mapping[str, str]) -> str:
     return os.path.join(base, "shipyard", "zipapps")
 
 
+def _judge(path: str, st: os.stat_result, uid: int, above: bool) -> str | None:
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        return f"{path} is a symlink"
+    if not stat.S_ISDIR(mode):
+        return None  # not a trust question: making or using the folder fails, saying so
+    if st.st_uid not in (uid, 0):
+        return f"{path} is owned by uid {st.st_uid}, not by you (uid {uid}) or root"
+    if mode & 0o022 and not (above and mode & stat.S_ISVTX):
+        who = "group and others" if mode & 0o022 == 0o022 else "group" if mode & 0o020 else "others"
+        return f"{path} is writable by {who} (mode {stat.S_IMODE(mode):o})"
+    return None
+
+
+def untrusted(root: str, *folders: str) -> str | None:
+    """Why the cache folders `folders` under `root` are not safe to use, or None.
+
+    Paths are absolute and symlink-free (the root is resolved first). Folders that do
+    not exist yet are safe: the bootstrap makes them, private. A folder above the root
+    may also be writable by others when it is sticky, as /tmp is.
+    """
+    uid = os.geteuid()
+    root = root.rstrip(os.sep) or os.sep
+    seen: set[str] = set()
+    for folder in folders:
+        path = os.sep
+        rest = [p for p in folder.split(os.sep) if p]
+        for index in range(len(rest) + 1):
+            if index:
+                path = os.path.join(path, rest[index - 1])
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                break  # missing or unreachable: nothing below can be read either
+            above = len(path) < len(root) and root.startswith(path)
+            reason = _judge(path, st, uid, above)
+            if reason:
+                return reason
+            if not stat.S_ISDIR(st.st_mode):
+                break
+    return None
+
+
+def _makedirs(path: str) -> None:
+    """Make `path` and its missing parents, each private to this user (mode 0700)."""
+    parent = os.path.dirname(path)
+    if parent != path and not os.path.isdir(parent):
+        _makedirs(parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+
+
+def _locked_temp(parent: str, prefix: str) -> tuple[str, int]:
+    """A new folder with an unpredictable name in `parent`, and the descriptor holding
+    its lock: while the lock is held, no other start sweeps it."""
+    import fcntl
+    import tempfile
+
+    for _ in range(5):
+        temp = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        fd = os.open(temp, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while a sweeper holds it
+        try:
+            if os.path.samestat(os.fstat(fd), os.lstat(temp)):
+                return temp, fd
+        except OSError:
+            pass
+        os.close(fd)  # swept between its making and its locking: make another
+    raise OSError(f"temporary folders in {parent} keep disappearing")
+
+
+def _sweep(parent: str, prefix: str) -> None:
+    """Remove this user's temporary folders in `parent` that no live start holds locked."""
+    try:
+        stale = [name for name in os.listdir(parent) if name.startswith(prefix)]
+    except OSError:
+        return
+    if not stale:
+        return
+    import fcntl
+    import shutil
+
+    uid = os.geteuid()
+    for name in stale:
+        path = os.path.join(parent, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != uid:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live start is filling it
+            if os.path.samestat(st, os.lstat(path)):
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _extract(archive: str, tops: Sequence[str], folder: str) -> None:
     import shutil
     import zipfile
 
     prefixes = tuple(f"{SITE}/{top}" for top in tops)
+    made = [folder]
+    folders = set(made)
     with zipfile.ZipFile(archive) as source:
         for info in source.infolist():
             name = info.filename
@@ -117,40 +267,63 @@ def _extract(archive: str, tops: Sequence[str], folder: str) -> None:
                 raise BootError(f"the archive is damaged: it holds an unsafe name {name!r}")
             path = os.path.join(folder, *parts)
             try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+                for depth in range(1, len(parts)):
+                    sub = os.path.join(folder, *parts[:depth])
+                    if sub not in folders:  # `folder` is new: every folder in it is ours
+                        os.mkdir(sub, 0o755)
+                        folders.add(sub)
+                        made.append(sub)
                 with source.open(info) as src, open(path, "wb") as dst:
                     shutil.copyfileobj(src, dst)
+                    # Regular files only, 0755 or 0644: no setuid, no world-writable, no links.
+                    os.fchmod(dst.fileno(), 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
+                    dst.flush()
+                    os.fsync(dst.fileno())  # on disk before the rename publishes it
             except (FileExistsError, NotADirectoryError, IsADirectoryError):
                 raise BootError(
                     f"the archive is damaged: {name!r} is a file and a folder"
                 ) from None
-            # Regular files only, 0755 or 0644: no setuid, no world-writable, no links.
-            os.chmod(path, 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
+    for path in made:
+        _fsync(path)
 
 
-def unpack(archive: str, tops: Sequence[str], target: str) -> str:
+def unpack(archive: str, tops: Sequence[str], target: str, root: str | None = None) -> str:
     """Unpack the top-level entries `tops` of the archive's site into `target`, once.
 
-    The copy is made in a temporary folder and renamed into place, so `target` is
-    complete whenever it exists; when two processes race, the loser of the rename
-    uses the winner's copy.
+    `target` is reused or made only when no one else could have written it (see
+    `untrusted`; `root` defaults to the folder two levels up, the cache root), else
+    UntrustedCache. The copy is made in a locked temporary folder, fsynced, and renamed
+    into place, so `target` is complete whenever it exists; when two processes race,
+    the loser of the rename uses the winner's copy. A killed start's temporary folder
+    is swept by a later one.
     """
+    root = root or os.path.dirname(os.path.dirname(target))
+    parent = os.path.dirname(target)
+    reason = untrusted(root, target)
+    if reason:
+        raise UntrustedCache(reason)
     if os.path.isdir(target):
+        _sweep(parent, UNPACK_PREFIX)
         return target
     import shutil
-    import tempfile
 
-    parent = os.path.dirname(target)
     temp = ""
+    lock = -1
     try:
-        os.makedirs(parent, exist_ok=True)
-        temp = tempfile.mkdtemp(prefix=".unpack-", dir=parent)
+        _makedirs(parent)
+        reason = untrusted(root, parent)  # someone may have made it first
+        if reason:
+            raise UntrustedCache(reason)
+        _sweep(parent, UNPACK_PREFIX)
+        temp, lock = _locked_temp(parent, UNPACK_PREFIX)
         _extract(archive, tops, temp)
         try:
             os.rename(temp, target)
         except OSError:
             if not os.path.isdir(target):
                 raise
+        else:
+            _fsync(parent)
     except OSError as exc:
         raise BootError(
             f"cannot unpack native code into {parent} ({exc.strerror or exc}); "
@@ -159,7 +332,67 @@ def unpack(archive: str, tops: Sequence[str], target: str) -> str:
     finally:
         if temp and os.path.isdir(temp):
             shutil.rmtree(temp, ignore_errors=True)
+        if lock >= 0:
+            os.close(lock)
     return target
+
+
+def _remove(folder: str, lock: int) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    os.close(lock)
+
+
+def unpack_private(archive: str, tops: Sequence[str]) -> str:
+    """Unpack `tops` into a new private temporary folder, removed at exit; its site path.
+
+    For when the cache cannot be trusted. The folder stays locked while this process
+    lives, so a later start sweeps it only once it is abandoned.
+    """
+    import atexit
+    import tempfile
+
+    base = tempfile.gettempdir()
+    try:
+        _sweep(base, PRIVATE_PREFIX)
+        folder, lock = _locked_temp(base, PRIVATE_PREFIX)
+    except OSError as exc:
+        raise BootError(
+            f"cannot unpack native code into {base} ({exc.strerror or exc}); "
+            f"set TMPDIR or {ROOT_ENV} to a directory only you can write"
+        ) from None
+    atexit.register(_remove, folder, lock)
+    target = os.path.join(folder, SITE)
+    try:
+        os.mkdir(target, 0o700)
+        _extract(archive, tops, target)
+    except OSError as exc:
+        raise BootError(
+            f"cannot unpack native code into {folder} ({exc.strerror or exc}); "
+            f"set TMPDIR or {ROOT_ENV} to a directory only you can write"
+        ) from None
+    return target
+
+
+def _open_nofollow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)
+
+
+def _sweep_files(folder: str) -> None:
+    """Remove this user's temporary bytecode files in `folder` that a killed start left."""
+    import time
+    from contextlib import suppress
+
+    uid = os.geteuid()
+    old = time.time() - STALE_SECONDS
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                if st.st_uid == uid and st.st_mtime < old:
+                    with suppress(OSError):
+                        os.unlink(entry.path)
 
 
 def _normalize(name: str) -> str:
@@ -182,12 +415,15 @@ class ArchiveImporter:
         dists: Sequence[str],
         bytecode: str | None,
         compiled: bool = False,
+        root: str | None = None,
     ) -> None:
         self.archive = archive
         self.site = archive + os.sep + SITE
         self.modules = modules
         self.dists = dists
         self.bytecode = bytecode
+        # The cache root `bytecode` is checked up to (default: two levels up).
+        self.root = root or (os.path.dirname(os.path.dirname(bytecode)) if bytecode else "")
         self.compiled = compiled
         self._zip = zipimport.zipimporter(archive)
         self._made = False
@@ -222,7 +458,12 @@ class ArchiveImporter:
             if self.compiled:
                 data = self._zip.get_data(origin + "c")[16:]  # past the pyc header
             elif self.bytecode:
-                with open(os.path.join(self.bytecode, fullname + ".pyc"), "rb") as handle:
+                path = os.path.join(self.bytecode, fullname + ".pyc")
+                with open(path, "rb", opener=_open_nofollow) as handle:
+                    st = os.fstat(handle.fileno())
+                    # Only a file no one else could have written (the folder is checked).
+                    if st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o022:
+                        return None
                     data = handle.read()
             else:
                 return None
@@ -242,16 +483,25 @@ class ArchiveImporter:
         if not self.bytecode:
             return
         path = os.path.join(self.bytecode, fullname + ".pyc")
-        temp = f"{path}.{os.getpid()}.tmp"
+        # Unpredictable and created exclusively, 0600: no one can plant or pre-link it.
+        temp = f"{path}.{os.urandom(8).hex()}.tmp"
         try:
             if not self._made:
-                os.makedirs(self.bytecode, exist_ok=True)
+                _makedirs(self.bytecode)
+                if untrusted(self.root, self.bytecode):  # someone made a folder first
+                    raise OSError("an untrusted bytecode folder")
+                _sweep_files(self.bytecode)
                 self._made = True
-            with open(temp, "wb") as handle:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            with open(os.open(temp, flags, 0o600), "wb") as handle:
                 handle.write(marshal.dumps(code))
             os.replace(temp, path)
         except OSError:
             self.bytecode = None  # a read-only cache: run from source, don't retry per module
+            from contextlib import suppress
+
+            with suppress(OSError):
+                os.unlink(temp)
 
     def get_code(self, fullname: str) -> CodeType:
         """The module's code: cached bytecode when there is some, else compiled and cached."""
@@ -310,19 +560,37 @@ def main(archive: str) -> None:
     if len(build_id) != 64 or not all(c in "0123456789abcdef" for c in build_id):
         sys.stderr.write(f"{info['binary']}: the archive is damaged (bad build id)\n")
         raise SystemExit(2)
-    home = os.path.join(os.path.abspath(cache_root(os.environ)), build_id)
+    root = os.path.realpath(cache_root(os.environ))
+    home = os.path.join(root, build_id)
+    tops = info["extract"]
+    site = os.path.join(home, SITE)
+    bytecode = None if info["compiled"] else os.path.join(home, "bytecode")
     native = ""
     try:
         machine = os.uname().machine if hasattr(os, "uname") else "unknown"
         check_target(info, (sys.version_info[0], sys.version_info[1]), sys.platform, machine)
-        if info["extract"]:
-            native = unpack(archive, info["extract"], os.path.join(home, SITE))
+        folders = ([site] if tops else []) + ([bytecode] if bytecode else [])
+        reason = untrusted(root, *folders) if folders else None
+        if tops and not reason:
+            try:
+                native = unpack(archive, tops, site, root)
+            except UntrustedCache as exc:
+                reason = str(exc)
+        if reason:
+            sys.stderr.write(
+                f"{info['binary']}: warning: not using the zipapp cache, {reason}; running "
+                f"without it (make the folder yours and not writable by group or others, "
+                f"or set {ROOT_ENV} to one that is)\n"
+            )
+            bytecode = None
+            if tops:
+                native = unpack_private(archive, tops)
     except BootError as exc:
         sys.stderr.write(f"{info['binary']}: {exc}\n")
         raise SystemExit(2) from None
-    compiled = bool(info["compiled"])
-    bytecode = None if compiled else os.path.join(home, "bytecode")
-    importer = ArchiveImporter(archive, boot["modules"], boot["dists"], bytecode, compiled)
+    importer = ArchiveImporter(
+        archive, boot["modules"], boot["dists"], bytecode, bool(info["compiled"]), root
+    )
     if sys.path and os.path.abspath(sys.path[0]) == archive:
         sys.path[0] = importer.site
     else:
