@@ -10,6 +10,15 @@ bounds each wait for an answer.
 
 Plain HTTP is used only for loopback hosts (after a TLS probe, as docker does) or
 with `insecure=True` / `$SHIPYARD_INSECURE_REGISTRIES` (comma-separated hosts).
+That holds for every URL a registry names too (an upload `Location`, a `Link`
+page, a token realm, a redirect): plain HTTP to any other host is refused before
+a connection is made.
+
+Credentials (basic or bearer) go only to the registry's own origin (scheme, host
+and port) and to the token realm its challenge names. A URL on another origin is
+followed without them, as docker and go-containerregistry do (blob downloads
+redirected to storage); a challenge from another host is never answered. Redirects
+are followed here, not by requests, so that every hop is checked the same way.
 A private CA is trusted through `ca_file=`, `$SHIPYARD_REGISTRY_<HOST>_CA_FILE`
 or docker's `certs.d/<host>/ca.crt`, in that order.
 """
@@ -28,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -56,6 +65,7 @@ __all__ = [
     "AuthError",
     "CertificateError",
     "NotFound",
+    "PlainHTTPRefused",
     "RegistryError",
     "RegistryStats",
     "RequestHook",
@@ -70,6 +80,11 @@ __all__ = [
 DEFAULT_CERTS_DIRS = (Path("/etc/docker/certs.d"), Path("/etc/containers/certs.d"))
 DEFAULT_TIMEOUT = (10.0, 120.0)
 TIMEOUT_VARIABLE = "SHIPYARD_HTTP_TIMEOUT"
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 10
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_BODY_HEADERS = ("content-type", "content-length", "content-range")
 
 _log = logging.getLogger(__name__)
 _log.addHandler(logging.NullHandler())  # the library never prints; the CLI configures logging
@@ -114,6 +129,12 @@ class CertificateError(RegistryError):
 
 class NotFound(RegistryError):
     """The repository, blob, manifest or tag does not exist (HTTP 404)."""
+
+
+class PlainHTTPRefused(RegistryError):
+    """A registry named a plain-HTTP URL on a host off loopback; nothing was sent (exit 2)."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -171,6 +192,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of `url`, the port filled in from the scheme: a credential's scope."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1  # not a port: matches no origin
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
+
+
+def _authority(url: str) -> str:
+    """`host:port` of `url` as written, without any `user:password@`, lower-cased."""
+    return urlsplit(url).netloc.rpartition("@")[2].lower()
+
+
 def _has_verify_error(exc: BaseException) -> bool:
     return any(isinstance(c, ssl.SSLCertVerificationError) for c in exception_chain(exc))
 
@@ -204,7 +241,10 @@ def _error_codes(resp: requests.Response) -> tuple[list[str], list[str]]:
 class Transport:
     """Authenticated, retrying HTTP to one registry host; `Registry` adds the OCI API.
 
-    `credentials` default to `auth.find_credentials(host)`, read on the first 401.
+    `credentials` default to `auth.find_credentials(host)`, read on the first 401;
+    `global_credentials=False` leaves out the global `SHIPYARD_REGISTRY_USER` pair,
+    for a registry that is not a push target (a base image's): then only what is
+    configured for `host` itself is used, else the registry is used anonymously.
     `insecure=True` allows plain HTTP and skips TLS verification, as docker's
     insecure-registries does. `stats` counts what was sent, for callers and tests.
     """
@@ -224,6 +264,7 @@ class Transport:
         environ: Mapping[str, str] | None = None,
         session: requests.Session | None = None,
         on_request: RequestHook | None = None,
+        global_credentials: bool = True,
     ) -> None:
         env = os.environ if environ is None else environ
         scheme, sep, bare = host.partition("://")
@@ -234,6 +275,7 @@ class Transport:
         self.host = validate_host(bare.rstrip("/"))
         listed = {h.strip() for h in env.get("SHIPYARD_INSECURE_REGISTRIES", "").split(",")}
         self.insecure = insecure or self.host in listed
+        self._insecure_hosts = frozenset(h.lower() for h in listed if h)
         self._loopback = is_loopback(self.host)
         plain_ok = self.insecure or self._loopback
         if scheme == "http" and not plain_ok:
@@ -274,6 +316,7 @@ class Transport:
             fetch_token=self._fetch_token,
             environ=env,
             clock=self._retry.clock,
+            use_global=global_credentials,
         )
 
     def __repr__(self) -> str:
@@ -315,14 +358,103 @@ class Transport:
             for key, value in counts.items():
                 setattr(self.stats, key, getattr(self.stats, key) + value)
 
-    def _raw(self, method: str, url: str, op: str, **kwargs: Any) -> requests.Response:
-        """One HTTP exchange, counted; connection and TLS failures become RegistryErrors."""
-        same_host = urlsplit(url).netloc == self.host
-        kwargs.setdefault("timeout", self._timeout)
-        kwargs.setdefault("verify", self._verify if same_host else not self.insecure)
+    def _owns(self, url: str) -> bool:
+        """True if `url` is on this registry's own origin, where its credentials may go."""
+        return _origin(url) == _origin(self._url("/"))
+
+    def _check_plain_http(self, url: str, op: str) -> None:
+        """Refuse, before any connection, a URL that is not http(s) or is plain HTTP off loopback.
+
+        Plain HTTP is allowed for loopback hosts, this registry when it is insecure,
+        and the hosts listed in $SHIPYARD_INSECURE_REGISTRIES, whoever named the URL.
+        """
+        scheme, authority = urlsplit(url).scheme.lower(), _authority(url)
+        if scheme == "https" and authority:
+            return
+        if scheme != "http" or not authority:
+            raise RegistryError(self.host, op, f"{scheme or 'a'}:// URL is not http(s)")
+        if is_loopback(authority) or authority in self._insecure_hosts:
+            return
+        if self.insecure and authority == self.host.lower():
+            return
+        raise PlainHTTPRefused(
+            self.host,
+            op,
+            f"refusing plain HTTP to {authority}, named by the registry: credentials and "
+            f"content would cross the network in clear; nothing was sent. If {authority} is "
+            f"trusted, add it to SHIPYARD_INSECURE_REGISTRIES",
+        )
+
+    def _raw(
+        self,
+        method: str,
+        url: str,
+        op: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: Callable[[], Any] | None = None,
+        params: Any = None,
+        auth: tuple[str, str] | None = None,
+        stream: bool = False,
+        timeout: tuple[float, float] | None = None,
+    ) -> requests.Response:
+        """One HTTP exchange, following redirects here so that each hop is checked.
+
+        Every URL is checked for plain HTTP first. A hop to another origin (scheme,
+        host or port) goes without the `Authorization` header and `auth`, and never
+        gets them back. 303, and 301/302 after a POST, become a GET without a body;
+        307/308 send the body again (`body` makes it afresh). The answer's `url` is
+        the URL of the last hop.
+        """
+        sent = dict(headers or {})
+        for _ in range(_MAX_REDIRECTS + 1):
+            data = body() if body is not None else None
+            resp = self._exchange(method, url, op, sent, data, params, auth, stream, timeout)
+            location = resp.headers.get("Location")
+            if resp.status_code not in _REDIRECTS or not location:
+                return resp
+            resp.close()
+            target = urljoin(resp.url or url, location)
+            if _origin(target) != _origin(url):
+                sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
+                auth = None
+            if (resp.status_code == 303 and method != "HEAD") or (
+                resp.status_code in (301, 302) and method == "POST"
+            ):
+                method, body = "GET", None
+                sent = {k: v for k, v in sent.items() if k.lower() not in _BODY_HEADERS}
+            url, params = target, None
+        raise RegistryError(self.host, op, f"more than {_MAX_REDIRECTS} redirects")
+
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        op: str,
+        headers: Mapping[str, str],
+        data: Any,
+        params: Any,
+        auth: tuple[str, str] | None,
+        stream: bool,
+        timeout: tuple[float, float] | None,
+    ) -> requests.Response:
+        """One request, no redirect followed, counted; connection and TLS failures typed."""
+        self._check_plain_http(url, op)
+        same_host = _authority(url) == self.host.lower()
         status: int | None = None
         try:
-            resp = self._session.request(method, url, **kwargs)
+            resp = self._session.request(
+                method,
+                url,
+                headers=headers,
+                data=data,
+                params=params,
+                auth=auth,
+                stream=stream,
+                timeout=timeout or self._timeout,
+                verify=self._verify if same_host else not self.insecure,
+                allow_redirects=False,
+            )
             status = resp.status_code
         except requests.exceptions.SSLError as exc:
             raise self._tls_error(op, exc) from exc
@@ -354,20 +486,26 @@ class Transport:
         *,
         stream: bool = False,
     ) -> requests.Response:
-        """Send with what auth we know; on a 401 answer the challenge and send once more."""
+        """Send with what auth we know; on a 401 answer the challenge and send once more.
+
+        Only a URL on the registry's own origin gets credentials; a URL elsewhere
+        (one the registry named) goes without, and its challenge is not answered.
+        """
+        own = self._owns(url)
 
         def send(authorization: str | None) -> requests.Response:
             sent = dict(headers or {})
-            if authorization:
+            if authorization and own:
                 sent["Authorization"] = authorization
-            data = body() if body is not None else None
-            return self._raw(method, url, op, headers=sent, data=data, stream=stream)
+            return self._raw(method, url, op, headers=sent, body=body, stream=stream)
 
-        resp = send(self._auth.header(scopes))
+        resp = send(self._auth.header(scopes) if own else None)
         if resp.status_code != 401:
             return resp
         challenge = resp.headers.get("WWW-Authenticate", "")
         resp.close()
+        if not self._owns(resp.url or url):
+            raise self._foreign_auth_error(op, resp.url or url)
         answer = self._auth.answer(challenge, scopes)
         if answer is None:
             raise self._auth_error(op, 401)
@@ -460,6 +598,18 @@ class Transport:
             retry_after=parse_retry_after(resp.headers.get("Retry-After")),
         )
 
+    def _foreign_auth_error(self, op: str, url: str) -> AuthError:
+        """A URL on another host than the registry asked for authentication: not given."""
+        where = _authority(url)
+        return AuthError(
+            self.host,
+            op,
+            f"{where}, where {self.host} sent this request, asks for authentication (HTTP "
+            f"401); the credentials for {self.host} are sent only to {self.host} and its token "
+            "service, never to another host",
+            status=401,
+        )
+
     def _auth_error(self, op: str, status: int) -> AuthError:
         """Why authentication failed and how to log in; never the secret itself."""
         found = self._auth.credentials()
@@ -468,6 +618,12 @@ class Transport:
             f"log in with `docker login {self.host}`, or set SHIPYARD_REGISTRY_USER and "
             f"SHIPYARD_REGISTRY_PASSWORD (or {user_var} and {password_var})"
         )
+        if not self._auth.use_global:
+            login = (
+                f"log in with `docker login {self.host}`, or set {user_var} and {password_var} "
+                "(SHIPYARD_REGISTRY_USER and SHIPYARD_REGISTRY_PASSWORD are only sent to the "
+                "registries shipyard pushes to)"
+            )
         if found is None:
             why = f"the registry requires authentication (HTTP {status}) and no credentials were "
             why += f"found for {self.host}"
@@ -499,8 +655,7 @@ class Transport:
         realm = urlsplit(challenge.realm)
         if realm.scheme not in ("http", "https") or not realm.netloc:
             raise RegistryError(self.host, op, f"the token realm {challenge.realm!r} is not a URL")
-        if realm.scheme == "http" and not (self.insecure or is_loopback(realm.netloc)):
-            raise RegistryError(self.host, op, f"refusing plain HTTP to realm {realm.netloc}")
+        self._check_plain_http(challenge.realm, op)
         service = challenge.params.get("service")
         attempt: Callable[[], requests.Response]
         if found is not None and found.identity_token:
@@ -510,7 +665,7 @@ class Transport:
                 form["scope"] = " ".join(scopes)
             if service:
                 form["service"] = service
-            attempt = functools.partial(self._raw, "POST", challenge.realm, op, data=form)
+            attempt = functools.partial(self._raw, "POST", challenge.realm, op, body=lambda: form)
         else:
             params = [("service", service)] if service else []
             params += [("scope", scope) for scope in scopes]

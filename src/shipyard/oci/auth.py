@@ -5,7 +5,9 @@ Credentials for a registry host come from, in order:
 1. `SHIPYARD_REGISTRY_<HOST>_USER` and `SHIPYARD_REGISTRY_<HOST>_PASSWORD`, where
    `<HOST>` is the host and port upper-cased with every other character turned
    into `_` (`127.0.0.1:5000` -> `SHIPYARD_REGISTRY_127_0_0_1_5000_USER`);
-2. `SHIPYARD_REGISTRY_USER` and `SHIPYARD_REGISTRY_PASSWORD`, for any registry;
+2. `SHIPYARD_REGISTRY_USER` and `SHIPYARD_REGISTRY_PASSWORD`, for the registries
+   shipyard pushes to (the manifest's hubs, the `--cache=oci://` registry); never
+   for a registry it only pulls from, such as a base image's (`use_global=False`);
 3. docker's `config.json` (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`):
    `credHelpers[host]`, then `credsStore` (both run `docker-credential-<name> get`),
    then `auths[host]` (`auth` = base64 `user:password`, or `username`/`password`,
@@ -13,7 +15,9 @@ Credentials for a registry host come from, in order:
 
 `Authenticator` answers a registry's 401 challenges (`WWW-Authenticate`): Basic
 with these credentials, Bearer with a token from the challenge's realm, cached per
-set of scopes. A secret never appears in a repr, a log line or an exception message.
+set of scopes. The credentials of a host go to that host and its token realm only:
+the transport never answers a challenge from a URL on another host (see
+`_transport`). A secret never appears in a repr, a log line or an exception message.
 """
 
 from __future__ import annotations
@@ -137,10 +141,11 @@ TokenFetcher = Callable[[Challenge, tuple[str, ...], "Credentials | None"], tupl
 class Authenticator:
     """Answers one registry's challenges: Basic with credentials, Bearer with per-scope tokens.
 
-    Credentials are looked up (`find_credentials`) only when a challenge needs them.
-    What a 401 taught is remembered, so later requests carry their authorization
-    up front. `fetch_token(challenge, scopes, credentials)` does the HTTP call to the
-    realm and returns the token and its lifetime in seconds.
+    Credentials are looked up (`find_credentials`) only when a challenge needs them;
+    `use_global=False` leaves out the global pair (a registry that is not a push
+    target). What a 401 taught is remembered, so later requests carry their
+    authorization up front. `fetch_token(challenge, scopes, credentials)` does the
+    HTTP call to the realm and returns the token and its lifetime in seconds.
     """
 
     def __init__(
@@ -151,8 +156,10 @@ class Authenticator:
         fetch_token: TokenFetcher,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        use_global: bool = True,
     ) -> None:
         self.host = host
+        self.use_global = use_global
         self._credentials = credentials
         self._looked_up = credentials is not None
         self._environ = environ
@@ -166,7 +173,9 @@ class Authenticator:
         """The credentials for this host, looked up once on first use."""
         with self._lock:
             if not self._looked_up:
-                self._credentials = find_credentials(self.host, environ=self._environ)
+                self._credentials = find_credentials(
+                    self.host, environ=self._environ, use_global=self.use_global
+                )
                 self._looked_up = True
             return self._credentials
 
@@ -225,10 +234,20 @@ def docker_config_path(environ: Mapping[str, str]) -> Path:
     return Path(home) / ".docker" / "config.json"
 
 
-def find_credentials(host: str, *, environ: Mapping[str, str] | None = None) -> Credentials | None:
-    """Credentials for `host` from the environment or docker's config.json, or None."""
+def find_credentials(
+    host: str, *, environ: Mapping[str, str] | None = None, use_global: bool = True
+) -> Credentials | None:
+    """Credentials for `host` from the environment or docker's config.json, or None.
+
+    `use_global=False` (a registry shipyard only pulls from, e.g. a base image's)
+    skips `SHIPYARD_REGISTRY_USER`/`_PASSWORD`: only what is configured for `host`
+    itself is used, else the registry is used anonymously.
+    """
     env = os.environ if environ is None else environ
-    for user_var, password_var in (env_variable_names(host), _GLOBAL_VARIABLES):
+    pairs = [env_variable_names(host)]
+    if use_global:
+        pairs.append(_GLOBAL_VARIABLES)
+    for user_var, password_var in pairs:
         user, password = env.get(user_var), env.get(password_var)
         if user is None and password is None:
             continue

@@ -124,7 +124,9 @@ def _from_registry(
     ref = parse_reference(source)
     from shipyard.oci.registry import Registry  # the HTTP stack only for registry bases
 
-    registry = Registry(ref.registry, environ=env)
+    # A base registry is not a push target: only credentials configured for its own
+    # host are sent there, never the global SHIPYARD_REGISTRY_USER pair.
+    registry = Registry(ref.registry, environ=env, global_credentials=False)
     data, media_type, digest = registry.get_manifest(ref.repository, ref.identifier)
     seen = {digest: data}
 

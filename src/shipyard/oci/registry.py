@@ -107,11 +107,15 @@ class Registry(Transport):
     """A client for the OCI registry at `host` (`host[:port]`, optionally `http(s)://`).
 
     Options (all keywords): `credentials` (default: looked up on the first 401),
+    `global_credentials` (False for a registry that is only pulled from, such as a
+    base image's: the global SHIPYARD_REGISTRY_USER pair is then not sent),
     `insecure`, `ca_file`, `certs_dirs`, `timeout` (connect, read; default from
     `$SHIPYARD_HTTP_TIMEOUT`, else 10 s and 120 s), `retry`
     (`RetryPolicy`), `chunk_size` and `chunk_threshold` for uploads, `environ`,
     `session` and `on_request(method, path, status)`. `stats` counts requests
-    and bytes, so a caller can show that a second push uploaded nothing.
+    and bytes, so a caller can show that a second push uploaded nothing. URLs the
+    registry names (upload locations, pages, redirects) get its credentials only
+    when they are on its own origin; see `_transport`.
     """
 
     def ping(self) -> None:
