@@ -11,6 +11,10 @@ build leaves at worst an unreferenced temp file, never a half entry):
 Blobs are made durable before the entry that names them is written. Builds in
 different checkouts may share one cache, so the temporaries a killed build left
 are swept only by a build that finds no other holder of the lock.
+
+An entry is untrusted input (the cache folder may be shared): a restore writes
+only what `shipyard.build.restore` allows; anything else is a miss, logged, and
+the entry is removed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -39,8 +44,22 @@ from shipyard._fs import (
 )
 from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
 from shipyard.build.plan import Action
+from shipyard.build.restore import (
+    Declared,
+    PlacedFile,
+    RefusedEntry,
+    checked_mode,
+    checked_path,
+    checked_sha256,
+    checked_size,
+    declared_outputs,
+    place_files,
+    stored_mode,
+)
 
 __all__ = ["ActionCache", "CachingBuilder", "OutputCache", "PruneResult", "default_cache_dir"]
+
+_log = logging.getLogger(__name__)
 
 
 def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
@@ -163,34 +182,77 @@ class ActionCache:
                 self._lock.close()  # closing the file drops the lock
                 self._lock = None
 
-    def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
-        """Put a hit's outputs back in place; None on a miss or a damaged entry."""
+    def restore(
+        self, key: str, repo: Path, declared: Declared | None = None
+    ) -> tuple[Artifact, ...] | None:
+        """Put a hit's outputs back in place; None on a miss or a damaged entry.
+
+        An entry naming a path outside `declared` (default: dist/), an odd mode
+        or a malformed sha256, or whose blob holds other bytes, is a miss: it is
+        logged and removed (with the bad blob), and nothing is written.
+        """
         self.open()
         try:
-            entries = json.loads(self._entry(key).read_text())["outputs"]
-            blobs = [(self.blobs / e["sha256"], e) for e in entries]
-            if not all(_size(blob) == e["size"] for blob, e in blobs):
-                return None
-        except (OSError, ValueError, KeyError, TypeError):
+            outputs = json.loads(self._entry(key).read_text())["outputs"]
+        except FileNotFoundError:
             return None
-        restored: list[Artifact] = []
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self._drop(key, RefusedEntry(f"unreadable ({type(exc).__name__}: {exc})"))
+            return None
+        try:
+            files = self._files(outputs, declared or Declared.dist())
+        except RefusedEntry as exc:
+            self._drop(key, exc)
+            return None
+        if not all(_size(f.source) == f.size for f in files):
+            return None  # a blob pruned meanwhile: an ordinary miss
         checked = self._checked_for(repo)
-        seen: list[tuple[Path, str]] = []
-        for blob, entry in blobs:
-            target = repo / entry["path"]
-            if not checked.holds(target, entry["sha256"], entry["size"]):
-                if not (
-                    target.is_file()
-                    and target.stat().st_size == entry["size"]
-                    and sha256_file(target) == entry["sha256"]
-                ):
-                    publish_file(blob, target, entry.get("mode", 0o644))
-                seen.append((target, entry["sha256"]))
-            restored.append(Artifact(target, entry["sha256"], entry["size"]))
+
+        def holds(target: Path, sha256: str, size: int) -> bool:
+            return checked.holds(target, sha256, size) or sha256_file(target) == sha256
+
+        try:
+            restored, seen = place_files(repo, files, holds)
+        except RefusedEntry as exc:
+            self._drop(key, exc)
+            return None
         checked.note(seen)
         with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
             os.utime(self._entry(key))  # recently used: pruned last
-        return tuple(restored)
+        return restored
+
+    def _files(self, outputs: object, declared: Declared) -> list[PlacedFile]:
+        """The checked outputs of an entry; RefusedEntry for anything a store never writes."""
+        if not isinstance(outputs, list):
+            raise RefusedEntry("its outputs are not a list")
+        files: list[PlacedFile] = []
+        for output in outputs:
+            if not isinstance(output, dict):
+                raise RefusedEntry("an output is not an object")
+            sha256 = checked_sha256(output.get("sha256"))
+            files.append(
+                PlacedFile(
+                    self.blobs / sha256,
+                    checked_path(output.get("path"), declared),
+                    sha256,
+                    checked_size(output.get("size")),
+                    checked_mode(output.get("mode", 0o644)),
+                )
+            )
+        return files
+
+    def _drop(self, key: str, reason: RefusedEntry) -> None:
+        """Log why the entry `key` is not used and remove it (and a blob with other bytes)."""
+        _log.warning(
+            "local cache entry %s ignored and removed: %s; building the action instead",
+            self._entry(key),
+            reason,
+        )
+        with contextlib.suppress(OSError):
+            self._entry(key).unlink()
+        if reason.blob is not None and reason.blob.parent == self.blobs:
+            with contextlib.suppress(OSError):
+                reason.blob.unlink()
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Record an action's outputs under its key: durable blobs first, then the entry."""
@@ -210,7 +272,7 @@ class ActionCache:
                     "path": str(a.path.relative_to(repo)),
                     "sha256": a.sha256,
                     "size": a.size,
-                    "mode": a.path.stat().st_mode & 0o755,  # a zipapp stays executable
+                    "mode": stored_mode(a.path),  # a zipapp stays executable
                 }
                 for a in outputs
             ],
@@ -253,8 +315,11 @@ def _size(path: Path) -> int | None:
 class OutputCache(Protocol):
     """What CachingBuilder needs of a cache."""
 
-    def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
-        """Put a hit's outputs in place under `repo`; None on a miss."""
+    def restore(
+        self, key: str, repo: Path, declared: Declared | None = None
+    ) -> tuple[Artifact, ...] | None:
+        """Put a hit's outputs in place under `repo`, only where `declared` allows
+        (default: dist/); None on a miss."""
         ...
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
@@ -279,7 +344,7 @@ class CachingBuilder:
         """Restore on a hit (unless forced); otherwise build and store."""
         key = self.inner.key(action, ctx, deps)
         if not self.force:
-            restored = self.cache.restore(key, ctx.root)
+            restored = self.cache.restore(key, ctx.root, declared_outputs(action, ctx))
             if restored is not None:
                 return Outcome(key, restored, cached=True)
         outcome = self.inner.build(action, ctx, deps)

@@ -7,21 +7,39 @@ a reader never finds a key whose outputs are incomplete.
 
 Temporaries live under the checkout's dist/ (never the system temp folder), where
 the next build sweeps what a killed one left.
+
+Anyone who can push to the cache repository writes what a restore reads, so a
+manifest is untrusted input: its layers go only where the action declares, with
+mode 644 or 755, and only after their bytes match their digests (see
+`shipyard.build.restore`). Anything else is a miss, logged as a warning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard._fs import TEMP_PREFIX, publish_file
+from shipyard._fs import TEMP_PREFIX
 from shipyard.build.cache import OutputCache
 from shipyard.build.engine import Artifact
+from shipyard.build.restore import (
+    Declared,
+    PlacedFile,
+    RefusedEntry,
+    checked_mode,
+    checked_path,
+    checked_sha256,
+    checked_size,
+    place_files,
+    stored_mode,
+)
 from shipyard.errors import UsageError
-from shipyard.oci.registry import MEDIA_OCI_MANIFEST, NotFound, Registry
+from shipyard.oci.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
 
 __all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache", "parse_cache_url"]
 
@@ -30,6 +48,8 @@ _EMPTY = b"{}"
 _EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
 _TITLE = "org.opencontainers.image.title"
 _MODE = "dev.shipyard.mode"  # octal; a zipapp stays executable
+_OCTAL = re.compile(r"[0-7]{1,6}")
+_log = logging.getLogger(__name__)
 
 
 def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
@@ -54,42 +74,51 @@ class RemoteCache:
     registry: Registry
     repository: str
 
-    def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
+    def restore(
+        self, key: str, repo: Path, declared: Declared | None = None
+    ) -> tuple[Artifact, ...] | None:
         """Pull the artifact tagged `key` and put its files in place; None on a miss.
 
         Every blob is downloaded before any output is replaced, so a blob the
-        registry lost is a miss that leaves the outputs as they were.
+        registry lost is a miss that leaves the outputs as they were. A manifest
+        naming a path outside `declared` (default: dist/), another mode than 644
+        or 755, or a blob with other bytes than its digest is a miss with a
+        warning, and nothing is written.
         """
         try:
             data, _, _ = self.registry.get_manifest(self.repository, key, [MEDIA_OCI_MANIFEST])
         except NotFound:
             return None
-        manifest = json.loads(data)
-        if manifest.get("artifactType") != ARTIFACT_TYPE:
-            return None
-        layers = manifest["layers"]
-        restored: list[Artifact] = []
-        with _scratch(repo) as tmp:
-            pulled: list[tuple[Path, Path, int]] = []
-            for layer in layers:
-                relative = Path(layer["annotations"][_TITLE])
-                if relative.is_absolute() or ".." in relative.parts:
-                    return None  # never write outside the repository
-                blob = Path(tmp) / layer["digest"].removeprefix("sha256:")
-                try:
-                    self.registry.pull_blob(
-                        self.repository, layer["digest"], blob, size=layer["size"]
+        try:
+            layers = _layers(data, declared or Declared.dist())
+            if layers is None:
+                return None  # not a shipyard cache entry
+            with _scratch(repo) as tmp:
+                pulled: list[PlacedFile] = []
+                for layer in layers:
+                    blob = Path(tmp) / layer.sha256
+                    try:
+                        self.registry.pull_blob(
+                            self.repository, f"sha256:{layer.sha256}", blob, size=layer.size
+                        )
+                    except NotFound:
+                        return None
+                    except RegistryError as exc:
+                        raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
+                    pulled.append(
+                        PlacedFile(blob, layer.parts, layer.sha256, layer.size, layer.mode)
                     )
-                except NotFound:
-                    return None
-                mode = int(layer["annotations"].get(_MODE, "644"), 8)
-                pulled.append((blob, repo / relative, mode))
-            for (blob, target, mode), layer in zip(pulled, layers, strict=True):
-                publish_file(blob, target, mode)
-                restored.append(
-                    Artifact(target, layer["digest"].removeprefix("sha256:"), layer["size"])
-                )
-        return tuple(restored)
+                restored, _ = place_files(repo, pulled)
+        except RefusedEntry as exc:
+            _log.warning(
+                "remote cache entry %s/%s:%s ignored: %s; building the action instead",
+                self.registry.host,
+                self.repository,
+                key,
+                exc,
+            )
+            return None
+        return restored
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Push the output blobs, an empty config, then the manifest tagged `key`."""
@@ -109,7 +138,7 @@ class RemoteCache:
                         "size": artifact.size,
                         "annotations": {
                             _TITLE: str(artifact.path.relative_to(repo)),
-                            _MODE: f"{artifact.path.stat().st_mode & 0o755:o}",
+                            _MODE: f"{stored_mode(artifact.path):o}",
                         },
                     }
                 )
@@ -124,6 +153,40 @@ class RemoteCache:
         self.registry.put_manifest(self.repository, key, data, MEDIA_OCI_MANIFEST)
 
 
+def _layers(data: bytes, declared: Declared) -> list[PlacedFile] | None:
+    """The checked layers of a cache manifest (`source` unset), None if it is not one."""
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        raise RefusedEntry("the manifest is not JSON") from None
+    if not isinstance(manifest, dict) or manifest.get("artifactType") != ARTIFACT_TYPE:
+        return None
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise RefusedEntry("the manifest's layers are not a list")
+    checked: list[PlacedFile] = []
+    for layer in layers:
+        notes = layer.get("annotations") if isinstance(layer, dict) else None
+        if not isinstance(layer, dict) or not isinstance(notes, dict):
+            raise RefusedEntry("a layer has no annotations")
+        digest = layer.get("digest")
+        if not isinstance(digest, str) or not digest.startswith("sha256:"):
+            raise RefusedEntry(f"layer digest {digest!r} is not a sha256 digest")
+        mode = notes.get(_MODE, "644")
+        if not isinstance(mode, str) or not _OCTAL.fullmatch(mode):
+            raise RefusedEntry(f"mode {mode!r} is not an octal number")
+        checked.append(
+            PlacedFile(
+                Path(),
+                checked_path(notes.get(_TITLE), declared),
+                checked_sha256(digest.removeprefix("sha256:")),
+                checked_size(layer.get("size")),
+                checked_mode(int(mode, 8)),
+            )
+        )
+    return checked
+
+
 @dataclass
 class TieredCache:
     """The local cache first, then the remote one; a remote hit fills the local cache."""
@@ -131,11 +194,13 @@ class TieredCache:
     local: OutputCache
     remote: OutputCache
 
-    def restore(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
+    def restore(
+        self, key: str, repo: Path, declared: Declared | None = None
+    ) -> tuple[Artifact, ...] | None:
         """Local hit, else remote hit (copied into the local cache), else None."""
-        found = self.local.restore(key, repo)
+        found = self.local.restore(key, repo, declared)
         if found is None:
-            found = self.remote.restore(key, repo)
+            found = self.remote.restore(key, repo, declared)
             if found is not None:
                 self.local.store(key, found, repo)
         return found
