@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,8 +87,10 @@ def _process_at(pid: int) -> subprocess.Popen[bytes] | None:
 
 
 @pytest.fixture(autouse=True)
-def _allow_processes() -> None:
+def _allow_processes() -> Iterator[None]:
     proc.reset()
+    yield
+    proc.reset()  # terminate_all leaves the module refusing new processes
 
 
 @pytest.mark.reliability
