@@ -63,7 +63,11 @@ def parser() -> argparse.ArgumentParser:
         description="Wheels, zipapps and images from binaries.yaml.",
         parents=[_common(None)],
     )
-    top.add_argument("--tool-version", action="version", version=f"shipyard {__version__}")
+    # `--version` here prints shipyard's version (as invoke, nox, docker and uv do);
+    # after a command it is the version to stamp. `--tool-version` stays as an alias.
+    top.add_argument(
+        "--version", "--tool-version", action="version", version=f"shipyard {__version__}"
+    )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("check", parents=[_common()], help="validate the manifest")
     sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")

@@ -138,10 +138,11 @@ def test_the_tool_version_is_the_installed_distributions() -> None:
     import shipyard
 
     assert shipyard.__version__ == version("shipyard")
-    done = subprocess.run(
-        [sys.executable, "-m", "shipyard", "--tool-version"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout.strip() == f"shipyard {version('shipyard')}"
+    for flag in ("--version", "--tool-version"):
+        done = subprocess.run(
+            [sys.executable, "-m", "shipyard", flag],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout.strip() == f"shipyard {version('shipyard')}"
