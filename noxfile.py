@@ -122,6 +122,8 @@ def reliability(session: nox.Session) -> None:
     env = {
         "SHIPYARD_RELIABILITY_LOG": log,
         "SHIPYARD_FUZZ_EXAMPLES": os.environ.get("SHIPYARD_FUZZ_EXAMPLES", "10000"),
+        # Fault seeds for the push and the release through the fault proxy.
+        "SHIPYARD_FAULT_SEEDS": os.environ.get("SHIPYARD_FAULT_SEEDS", "50"),
     }
     session.run("pytest", "-m", "reliability", "tests", *session.posargs, env=env)
     session.run("python", "scripts/reliability_report.py", log, "docs/reliability.md")

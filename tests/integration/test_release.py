@@ -20,9 +20,10 @@ import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from cyclonedx.schema import SchemaVersion
@@ -37,10 +38,17 @@ from shipyard.errors import BuildError, UsageError
 from shipyard.oci.auth import Credentials
 from shipyard.oci.push import Publisher
 from shipyard.oci.registry import Registry, RegistryError
-from shipyard.release import ReleaseContext, ReleaseOptions, prepare_release, release
+from shipyard.release import (
+    PackageIndexError,
+    ReleaseContext,
+    ReleaseOptions,
+    prepare_release,
+    release,
+)
 from shipyard.release.pipeline import PIPELINE, run_pipeline
 from shipyard.release.publish import PublishError
 from tests.integration.conftest import Services
+from tests.integration.faultproxy import FaultProxy, running_proxy
 from tests.integration.pypi import package_index
 from tests.integration.registries import (
     PASSWORD,
@@ -583,3 +591,129 @@ def test_a_hub_that_only_allows_pull_fails_preflight(
         ("build", "skipped"),
     ]
     assert _no_wheels(repo)
+
+
+# -- release atomicity: uploads first, tags last, staged files re-checked ------------------
+
+_REFUSED = json.dumps({"errors": [{"code": "MANIFEST_INVALID", "message": "refused"}]}).encode()
+
+
+def _after(count: int, method: str, part: str) -> Callable[[str, str], bool]:
+    """A proxy match refusing `method` requests with `part` in their path after `count` pass."""
+    seen = [0]
+
+    def match(got: str, path: str) -> bool:
+        if got != method or part not in path:
+            return False
+        seen[0] += 1
+        return seen[0] > count
+
+    return match
+
+
+def _tags_on(host: str, prefixes: tuple[str, ...], tags: tuple[str, ...]) -> dict[str, str | None]:
+    """prefix/binary:tag -> digest (None when absent) on the registry at `host`."""
+    client = Registry(host)
+    return {
+        f"{prefix}/{binary}:{tag}": client.manifest_exists(f"{prefix}/{binary}", tag)
+        for prefix in prefixes
+        for binary in ("meshctl", "mesh-agent")
+        for tag in tags
+    }
+
+
+def _sent(*proxies: FaultProxy) -> int:
+    """Uploads through `proxies`: every PUT and PATCH (blobs, manifests, tags)."""
+    return sum(p.count("PUT") + p.count("PATCH") for p in proxies)
+
+
+FAILURES = ("hub-b-manifest", "hub-b-blob", "index-upload")
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("failing", FAILURES)
+def test_a_release_failing_part_way_moves_no_tag_and_a_rerun_finishes(
+    services: Services, pypiserver: PackageServer, tmp_path: Path, failing: str
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    prefix = f"rel-atomic-{failing}-{RUN}"
+    version = f"9.0.{FAILURES.index(failing)}"  # the index is shared by the module's tests
+    tags = (version, "latest")
+    index_host = urlsplit(pypiserver.url).netloc
+    with (
+        running_proxy(services.registry, rate=0.0) as hub_a,
+        running_proxy(services.registry, rate=0.0) as hub_b,
+        running_proxy(index_host, rate=0.0) as index,
+    ):
+        env = {
+            **os.environ,
+            "HUB_A": f"{hub_a.host}/{prefix}-a",
+            "HUB_B": f"{hub_b.host}/{prefix}-b",
+            "SHIPYARD_INDEX_URL": index.url,
+            "SHIPYARD_INDEX_USER": INDEX_USER,
+            "SHIPYARD_INDEX_PASSWORD": INDEX_PASSWORD,
+        }
+        if failing == "hub-b-manifest":  # the second hub takes one manifest, then refuses
+            hub_b.force(400, body=_REFUSED, match=_after(1, "PUT", "/manifests/"))
+        elif failing == "hub-b-blob":  # the second hub takes two blobs, then refuses
+            hub_b.force(400, body=_REFUSED, match=_after(2, "PUT", "/blobs/uploads/"))
+        else:  # the index takes the credentials check and one wheel, then refuses
+            index.force(403, body=b"forbidden", match=_after(2, "POST", "/"))
+        before = index_files(pypiserver)
+        ctx = context(repo, env, ReleaseOptions(version=version))
+        with pytest.raises((RegistryError, PackageIndexError)):
+            release(ctx)
+        assert [(r.name, r.status) for r in ctx.results][-2:] == [
+            ("publish", "failed"),
+            ("verify", "skipped"),
+        ]
+        # Nothing is tagged on either hub: no pull of 9.0.0 or latest sees a part.
+        tagged = _tags_on(services.registry, (f"{prefix}-a", f"{prefix}-b"), tags)
+        moved = {k: v for k, v in tagged.items() if v is not None}
+        assert moved == {}, f"{failing}: tags moved before every upload succeeded: {moved}"
+        uploaded_wheels = index_files(pypiserver) - before
+        if failing != "index-upload":
+            assert uploaded_wheels == set(), "wheels go after every image is on every hub"
+
+        # A staged file changed between runs: the resumed publish refuses, sends nothing.
+        folder = repo / "dist" / "release" / version
+        staged = json.loads((folder / "release.json").read_text())
+        wheel = folder / next(a["path"] for a in staged["artifacts"] if a["kind"] == "wheel")
+        original = wheel.read_bytes()
+        wheel.write_bytes(original + b"tampered")
+        for proxy in (hub_a, hub_b, index):
+            proxy.clear()
+        sent, files = _sent(hub_a, hub_b), index_files(pypiserver)
+        again = context(repo, env, ReleaseOptions(version=version))
+        with pytest.raises(UsageError) as caught:
+            release(again)
+        assert caught.value.exit_code == 2
+        assert str(wheel) in str(caught.value) and "changed since it was staged" in str(
+            caught.value
+        )
+        assert _sent(hub_a, hub_b) == sent, "nothing was pushed"
+        assert index_files(pypiserver) == files, "nothing was uploaded"
+
+        # Fixed: the re-run resumes and finishes; every tag names the staged digest.
+        wheel.write_bytes(original)
+        final = context(repo, env, ReleaseOptions(version=version))
+        release(final)
+        assert [r.status for r in final.results][-2:] == ["ran", "ran"]
+    images = {a["binary"]: a["digest"] for a in staged["artifacts"] if a["kind"] == "image"}
+    assert _tags_on(services.registry, (f"{prefix}-a", f"{prefix}-b"), tags) == {
+        f"{hub_prefix}/{binary}:{tag}": images[binary]
+        for hub_prefix in (f"{prefix}-a", f"{prefix}-b")
+        for binary in ("meshctl", "mesh-agent")
+        for tag in tags
+    }
+    record(
+        f"release failing part-way ({failing})",
+        area="release atomicity",
+        cases=2,
+        injected=f"{failing}: a refusal part-way through publish, then a staged wheel "
+        "changed before the re-run",
+        result=f"0 tags of {version} or latest moved on either hub before every upload "
+        f"succeeded ({len(uploaded_wheels)} wheels already public); the tampered re-run "
+        "exited 2 naming the file with 0 uploads; the fixed re-run finished and verified",
+        figures={"tags_moved_early": 0, "uploads_after_tamper": 0},
+    )

@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shipyard.oci._retry import TRANSIENT_STATUS, RetryPolicy, parse_retry_after
+from shipyard.oci._retry import (
+    DEFAULT_ATTEMPTS,
+    DEFAULT_DEADLINE,
+    TRANSIENT_STATUS,
+    RetryPolicy,
+    parse_retry_after,
+)
 
 
 def test_transient_statuses_are_exactly_the_retryable_ones() -> None:
@@ -87,3 +93,34 @@ def test_retry_after_past_the_deadline_gives_up_at_once() -> None:
     policy = RetryPolicy(deadline=30.0, clock=lambda: 0.0)
     assert policy.start().next_delay(retry_after=29.0) == 29.0
     assert policy.start().next_delay(retry_after=31.0) is None
+
+
+def release_failure_odds(attempts: int, fault_rate: float = 0.25) -> float:
+    """P(a release fails): ~20 two-request blob uploads and ~180 one-request operations."""
+    two_requests = 1 - (1 - fault_rate) ** 2
+    return 20 * two_requests**attempts + 180 * fault_rate**attempts
+
+
+def test_default_budget_meets_the_release_figure_and_the_old_one_did_not() -> None:
+    """999 of 1,000 releases at 25% faults: the default does it, 5 attempts did not."""
+    policy = RetryPolicy()
+    assert policy.attempts == DEFAULT_ATTEMPTS
+    assert release_failure_odds(policy.attempts) < 1e-3 / 10, "with a 10x margin"
+    assert release_failure_odds(5) > 0.1, "the old budget failed about every other release"
+    # The time cap fits every pause plus 5 stalls at the default 120 s read time-out.
+    pauses = sum(min(policy.max_delay, policy.base_delay * 2**r) for r in range(15))
+    assert 5 * 120 + pauses <= policy.deadline == DEFAULT_DEADLINE
+
+
+def test_default_budget_gives_up_on_a_dead_server_within_the_cap() -> None:
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds + 120.0  # each attempt also waits a whole read time-out
+
+    policy = RetryPolicy(sleep=sleep, clock=lambda: clock[0], rng=random.Random(3))
+    backoff = policy.start()
+    while backoff.wait():
+        pass
+    assert backoff.attempt < policy.attempts, "the time cap ended it first"
+    assert clock[0] <= policy.deadline + 120.0

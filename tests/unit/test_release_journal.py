@@ -35,29 +35,51 @@ def test_missing_journal_means_nothing_done(tmp_path: Path) -> None:
     assert Journal(tmp_path / "none").steps == ()
 
 
-def test_publish_steps_cover_every_hub_then_every_wheel() -> None:
+def test_publish_steps_upload_everything_then_move_every_tag() -> None:
+    image = {"kind": "image", "digest": "sha256:d", "hubs": ["h1/x", "h2/y"]}
     staged = {
         "artifacts": [
             {"kind": "wheel", "path": "wheels/a-1-py3-none-any.whl"},
-            {"kind": "image", "binary": "a", "digest": "sha256:d", "hubs": ["h1/x", "h2/y"]},
+            {**image, "binary": "a", "tags": ["1", "latest"]},
+            {**image, "binary": "b", "tags": ["1"]},
             {"kind": "sbom", "path": "sbom/a.cdx.json"},
         ]
     }
     assert publish_steps(staged) == [
         "image h1/x/a@sha256:d",
         "image h2/y/a@sha256:d",
+        "image h1/x/b@sha256:d",
+        "image h2/y/b@sha256:d",
         "wheel a-1-py3-none-any.whl",
+        # Tags last: the version tag on every hub, then the floating ones.
+        "tag h1/x/a:1@sha256:d",
+        "tag h2/y/a:1@sha256:d",
+        "tag h1/x/b:1@sha256:d",
+        "tag h2/y/b:1@sha256:d",
+        "tag h1/x/a:latest@sha256:d",
+        "tag h2/y/a:latest@sha256:d",
     ]
 
 
 def test_resume_runs_only_the_steps_not_journalled(tmp_path: Path) -> None:
     staged = {
         "artifacts": [
-            {"kind": "image", "binary": "a", "digest": "sha256:d", "hubs": ["h1/x", "h2/y"]},
+            {
+                "kind": "image",
+                "binary": "a",
+                "digest": "sha256:d",
+                "hubs": ["h1/x", "h2/y"],
+                "tags": ["1"],
+            },
             {"kind": "wheel", "path": "wheels/a-1-py3-none-any.whl"},
         ]
     }
     journal = Journal(tmp_path / "publish.journal")
     journal.record("image h1/x/a@sha256:d")
     todo = [s for s in publish_steps(staged) if not journal.done(s)]
-    assert todo == ["image h2/y/a@sha256:d", "wheel a-1-py3-none-any.whl"]
+    assert todo == [
+        "image h2/y/a@sha256:d",
+        "wheel a-1-py3-none-any.whl",
+        "tag h1/x/a:1@sha256:d",
+        "tag h2/y/a:1@sha256:d",
+    ]

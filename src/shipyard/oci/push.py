@@ -27,6 +27,7 @@ __all__ = [
     "Publisher",
     "PushResult",
     "default_registry",
+    "move_tags",
     "parse_hub",
     "push_layout",
     "read_layout_image",
@@ -130,7 +131,26 @@ def push_layout(
             continue
         registry.put_manifest(repo, digest, data, media_type)
         on_step(f"pushed manifest {where}@{digest}")
-    digest, media_type, data = image.root
+    return move_tags(registry, repo, image.root, tags, on_step=on_step)
+
+
+def move_tags(
+    registry: Registry,
+    repo: str,
+    root: tuple[str, str, bytes],
+    tags: Sequence[str],
+    *,
+    on_step: Step = lambda _: None,
+) -> str:
+    """Point each of `tags` in `repo` at `root` (digest, media type, bytes), already pushed.
+
+    A tag already naming `root` is left alone. Returns the root digest.
+    """
+    validate_repository(repo)
+    for tag in tags:
+        validate_tag(tag)
+    where = f"{registry.host}/{repo}"
+    digest, media_type, data = root
     for tag in tags:
         if registry.manifest_exists(repo, tag) == digest:
             on_step(f"have tag {where}:{tag}")

@@ -32,7 +32,7 @@ PIPELINE: tuple[Stage, ...] = (
     Validate(),
     # dist/release/<version>/: artifacts, SBOMs, SHA256SUMS, release.json, changelog.
     StageRelease(),
-    # Images to every hub (tags last), wheels to the index; journalled, resumable.
+    # Staged files re-checked; images by digest to every hub, wheels, then every tag.
     Publish(),
     # Pull every tag and wheel back; compare with release.json.
     Verify(),

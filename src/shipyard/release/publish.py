@@ -1,25 +1,43 @@
 """The publish and verify stages: push what was staged, then pull it back and compare.
 
-Publish works from dist/release/<version>/ alone. Every finished step goes into
-the journal; a re-run skips journalled steps, and the registry's and index's own
-existence checks catch a step that finished just before a crash. Something
-already there with the same digest is success; with another digest, an error.
+Publish works from dist/release/<version>/ alone, in three phases, so that a
+failure part-way never leaves a partly public release behind a tag:
+
+1. every staged file is checked against release.json (a wheel's sha256, every
+   blob and manifest of an image layout against its digest); a mismatch stops
+   the release with exit 2 naming the file, before anything is sent;
+2. every image goes to every hub by digest (blobs, platform manifests, the
+   index), then every wheel goes to the package index;
+3. only when all of that succeeded do tags move: the version tag on every hub,
+   then the other tags (`latest`) on every hub.
+
+What holds: a failure in phases 1-2 leaves no tag of the new version on any hub
+(content pushed by digest is invisible to anyone who pulls by tag). Wheels are
+public once uploaded (an index cannot take a file back), so they go after the
+images, which fail more often, and before the tags. A failure inside phase 3
+(after every upload succeeded, only tag PUTs left) can leave some tags moved;
+re-running the release finishes it. Every finished step goes into the journal;
+a re-run skips journalled steps, and the registry's and index's own existence
+checks catch a step that finished just before a crash. Something already there
+with the same digest is success; with another digest, an error.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from shipyard.errors import ShipyardError
-from shipyard.oci.push import Publisher, parse_hub
+from shipyard._fs import sha256_file
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.oci.push import LayoutImage, Publisher, move_tags, parse_hub, read_layout_image
 from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
 
-__all__ = ["Publish", "PublishError", "Verify", "publish_steps"]
+__all__ = ["Publish", "PublishError", "Verify", "check_staged", "publish_steps"]
 
 
 class PublishError(ShipyardError):
@@ -31,15 +49,42 @@ def _artifacts(ctx: ReleaseContext, kind: str) -> list[dict[str, Any]]:
     return [a for a in staged.get("artifacts", []) if a.get("kind") == kind]
 
 
+def _upload_step(hub: str, art: dict[str, Any]) -> str:
+    # The name older journals used for "pushed and tagged": an old journal's step
+    # counts as uploaded, and its tags are checked (and found) again.
+    return f"image {hub}/{art['binary']}@{art['digest']}"
+
+
+def _tag_step(hub: str, art: dict[str, Any], tag: str) -> str:
+    return f"tag {hub}/{art['binary']}:{tag}@{art['digest']}"
+
+
+def _tag_order(staged: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """(image, hub, tag) in the order tags move: version tags everywhere, then the rest."""
+    images = [a for a in staged.get("artifacts", []) if a.get("kind") == "image"]
+    most = max((len(a["tags"]) for a in images), default=0)
+    return [
+        (art, hub, art["tags"][rank])
+        for rank in range(most)
+        for art in images
+        if rank < len(art["tags"])
+        for hub in art["hubs"]
+    ]
+
+
 def publish_steps(staged: dict[str, Any]) -> list[str]:
-    """The journal keys of every publish step of a staged release, in order."""
+    """The journal keys of every publish step of a staged release, in order.
+
+    Every image on every hub by digest, then every wheel, then every tag.
+    """
     steps = []
     for art in staged.get("artifacts", []):
         if art.get("kind") == "image":
-            steps += [f"image {hub}/{art['binary']}@{art['digest']}" for hub in art["hubs"]]
+            steps += [_upload_step(hub, art) for hub in art["hubs"]]
     for art in staged.get("artifacts", []):
         if art.get("kind") == "wheel":
             steps.append(f"wheel {Path(art['path']).name}")
+    steps += [_tag_step(hub, art, tag) for art, hub, tag in _tag_order(staged)]
     return steps
 
 
@@ -49,8 +94,73 @@ def _index(ctx: ReleaseContext) -> PackageIndex:
     return ctx.index
 
 
+def _staged_path(folder: Path, rel: object) -> Path:
+    """`folder/rel` for a relative path release.json names; never outside `folder`."""
+    parts = PurePosixPath(str(rel)).parts
+    if not isinstance(rel, str) or not parts or rel.startswith("/") or ".." in parts:
+        raise UsageError(
+            f"{folder / 'release.json'} names the path {rel!r}, outside {folder}; "
+            "pass --clean to stage the release again"
+        )
+    return folder.joinpath(*parts)
+
+
+def _changed(path: Path, found: str, expected: str) -> UsageError:
+    return UsageError(
+        f"{path} changed since it was staged: its digest is {found}, release.json says "
+        f"{expected}; nothing was sent. Pass --clean to build and stage the release again"
+    )
+
+
+def _check_image(folder: Path, art: dict[str, Any]) -> LayoutImage:
+    layout = _staged_path(folder, art.get("path"))
+    image = read_layout_image(layout)
+    root_digest, _, root_bytes = image.root
+    if root_digest != art.get("digest"):
+        raise _changed(layout / "index.json", root_digest, str(art.get("digest")))
+    documents = [(root_digest, root_bytes), *((d, data) for d, _, data in image.manifests)]
+    for digest, data in documents:
+        found = "sha256:" + hashlib.sha256(data).hexdigest()
+        if found != digest:
+            raise _changed(layout / "blobs" / "sha256" / digest.partition(":")[2], found, digest)
+    listed = [m.get("digest") for m in art.get("manifests", [])]
+    if listed and listed != [d for d, _, _ in image.manifests]:
+        raise _changed(layout / "index.json", root_digest, str(art.get("digest")))
+    for blob in image.blobs:
+        algorithm, _, _ = blob.digest.partition(":")
+        if algorithm != "sha256":
+            raise UsageError(f"{blob.path}: digest {blob.digest} is not sha256; stage again")
+        found = "sha256:" + sha256_file(blob.path)
+        if found != blob.digest:
+            raise _changed(blob.path, found, blob.digest)
+    return image
+
+
+def check_staged(folder: Path, staged: dict[str, Any]) -> dict[str, LayoutImage]:
+    """Check every staged file against release.json; the image layouts by their path.
+
+    Files with a `sha256` (wheels, zipapps, SBOMs) are hashed whole; image layouts
+    are read and each blob and manifest hashed against its digest. A mismatch, a
+    missing file or a path outside `folder` is a UsageError (exit 2) naming it.
+    """
+    images: dict[str, LayoutImage] = {}
+    for art in staged.get("artifacts", []):
+        if art.get("kind") == "image":
+            images[str(art["path"])] = _check_image(folder, art)
+        elif "sha256" in art:
+            path = _staged_path(folder, art.get("path"))
+            if not path.is_file():
+                raise UsageError(
+                    f"{path} is missing from the staged release; pass --clean to stage it again"
+                )
+            found = sha256_file(path)
+            if found != art["sha256"]:
+                raise _changed(path, found, str(art["sha256"]))
+    return images
+
+
 class Publish:
-    """Images to every hub (tags last), wheels to the package index, journalled."""
+    """Images to every hub by digest, wheels to the index, then all tags; journalled."""
 
     name = "publish"
 
@@ -60,17 +170,30 @@ class Publish:
 
     def run(self, ctx: ReleaseContext) -> None:
         """Publish each step not yet journalled; in a dry run, only report each step."""
-        folder, dry = ctx.release_dir, ctx.options.dry_run
+        folder = ctx.release_dir
+        images = check_staged(folder, ctx.staged or {})
         journal = Journal(folder / JOURNAL_NAME)
         publisher = Publisher(ctx.registry_for, on_step=ctx.on_step)
+        self._images(ctx, journal, publisher, images)
+        self._wheels(ctx, journal)
+        self._tags(ctx, journal, publisher, images)
+
+    def _images(
+        self,
+        ctx: ReleaseContext,
+        journal: Journal,
+        publisher: Publisher,
+        images: dict[str, LayoutImage],
+    ) -> None:
+        """Every image to every hub by digest; no tag moves."""
         for art in _artifacts(ctx, "image"):
             binary, digest, tags = art["binary"], art["digest"], art["tags"]
             for hub_text in art["hubs"]:
-                step = f"image {hub_text}/{binary}@{digest}"
+                step = _upload_step(hub_text, art)
                 if journal.done(step):
                     ctx.on_step(f"journalled {step}")
                     continue
-                if dry:
+                if ctx.options.dry_run:
                     ctx.on_step(f"would push {step} with tags {', '.join(tags)}")
                     continue
                 hub = parse_hub(hub_text)
@@ -81,8 +204,12 @@ class Publish:
                         f"{hub.host}/{repo}:{tags[0]} already exists with {found}, "
                         f"not the staged {digest}; this version was released differently"
                     )
-                publisher.push(binary, folder / art["path"], [hub_text], tags)
-                journal.record(step, digest=digest, tags=tags)
+                publisher.push(binary, images[art["path"]], [hub_text], [])
+                journal.record(step, digest=digest)
+
+    def _wheels(self, ctx: ReleaseContext, journal: Journal) -> None:
+        """Every wheel to the package index (public at once: an index never untags)."""
+        folder = ctx.release_dir
         for art in _artifacts(ctx, "wheel"):
             name = Path(art["path"]).name
             step = f"wheel {name}"
@@ -90,7 +217,7 @@ class Publish:
                 ctx.on_step(f"journalled {step}")
                 continue
             index = _index(ctx)
-            if dry:
+            if ctx.options.dry_run:
                 ctx.on_step(f"would upload {step} to {index.url}")
                 continue
             found = index.sha256(name)
@@ -105,6 +232,34 @@ class Publish:
                 index.upload(folder / art["path"])
                 ctx.on_step(f"uploaded {step} to {index.url}")
             journal.record(step, sha256=art["sha256"])
+
+    def _tags(
+        self,
+        ctx: ReleaseContext,
+        journal: Journal,
+        publisher: Publisher,
+        images: dict[str, LayoutImage],
+    ) -> None:
+        """The last phase: the version tag on every hub, then every other tag."""
+        for art, hub_text, tag in _tag_order(ctx.staged or {}):
+            step = _tag_step(hub_text, art, tag)
+            if journal.done(step):
+                ctx.on_step(f"journalled {step}")
+                continue
+            if ctx.options.dry_run:
+                ctx.on_step(f"would tag {hub_text}/{art['binary']}:{tag} -> {art['digest']}")
+                continue
+            hub = parse_hub(hub_text)
+            client, repo = publisher.client(hub.host), hub.repository(art["binary"])
+            if tag == art["tags"][0]:  # the version tag: never moved off another release
+                found = client.manifest_exists(repo, tag)
+                if found not in (None, art["digest"]):
+                    raise PublishError(
+                        f"{hub.host}/{repo}:{tag} already exists with {found}, "
+                        f"not the staged {art['digest']}; this version was released differently"
+                    )
+            move_tags(client, repo, images[art["path"]].root, [tag], on_step=ctx.on_step)
+            journal.record(step, digest=art["digest"])
 
 
 class Verify:

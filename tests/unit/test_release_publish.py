@@ -1,0 +1,129 @@
+"""Publish re-checks every staged file against release.json before it sends anything."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shipyard.errors import UsageError
+from shipyard.oci.registry import Registry
+from shipyard.release import ReleaseOptions
+from shipyard.release.publish import Publish, check_staged
+from tests.unit.test_release_pipeline import make_context
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+def _blob(layout: Path, data: bytes) -> dict[str, Any]:
+    digest = hashlib.sha256(data).hexdigest()
+    path = layout / "blobs" / "sha256" / digest
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def stage(folder: Path) -> dict[str, Any]:
+    """A staged release with one wheel and a one-platform image layout; its release.json."""
+    wheel = folder / "wheels" / "demo-1.0.0-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"a wheel")
+    layout = folder / "images" / "demo"
+    config = _blob(layout, b'{"architecture":"amd64","os":"linux"}')
+    layer = _blob(layout, b"a layer")
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer}],
+        }
+    ).encode()
+    root = _blob(layout, manifest)
+    top = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, **root}]}
+    (layout / "index.json").write_text(json.dumps(top))
+    (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    staged = {
+        "artifacts": [
+            {
+                "kind": "wheel",
+                "path": "wheels/demo-1.0.0-py3-none-any.whl",
+                "sha256": hashlib.sha256(b"a wheel").hexdigest(),
+            },
+            {
+                "kind": "image",
+                "binary": "demo",
+                "path": "images/demo",
+                "digest": root["digest"],
+                "manifests": [],
+                "hubs": ["127.0.0.1:9/demo"],
+                "tags": ["1.0.0", "latest"],
+            },
+        ]
+    }
+    (folder / "release.json").write_text(json.dumps(staged))
+    return staged
+
+
+def test_untouched_staged_files_pass(tmp_path: Path) -> None:
+    staged = stage(tmp_path)
+    images = check_staged(tmp_path, staged)
+    assert list(images) == ["images/demo"]
+    assert images["images/demo"].root[0] == staged["artifacts"][1]["digest"]
+
+
+@pytest.mark.parametrize("target", ["wheel", "layer", "manifest", "index"])
+def test_a_file_changed_after_staging_is_refused_by_name(tmp_path: Path, target: str) -> None:
+    staged = stage(tmp_path)
+    layout = tmp_path / "images" / "demo"
+    if target == "wheel":
+        changed = tmp_path / "wheels" / "demo-1.0.0-py3-none-any.whl"
+        changed.write_bytes(b"a wheel with a back door")
+    elif target == "layer":
+        changed = layout / "blobs" / "sha256" / hashlib.sha256(b"a layer").hexdigest()
+        changed.write_bytes(b"a layer with a back door")
+    elif target == "manifest":
+        changed = layout / "blobs" / "sha256" / staged["artifacts"][1]["digest"].split(":")[1]
+        changed.write_bytes(changed.read_bytes() + b"\n")
+    else:  # index.json names another (self-consistent) image than release.json
+        changed = layout / "index.json"
+        doc = json.loads(
+            (layout / "blobs" / "sha256" / staged["artifacts"][1]["digest"][7:]).read_bytes()
+        )
+        other = _blob(layout, json.dumps({**doc, "annotations": {"a": "b"}}).encode())
+        top = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, **other}]}
+        changed.write_text(json.dumps(top))
+    with pytest.raises(UsageError) as caught:
+        check_staged(tmp_path, staged)
+    assert caught.value.exit_code == 2
+    assert str(changed) in str(caught.value)
+    assert "--clean" in str(caught.value)
+
+
+@pytest.mark.parametrize("path", ["../outside.whl", "/etc/passwd", "wheels/../../x"])
+def test_a_path_outside_the_staged_folder_is_refused(tmp_path: Path, path: str) -> None:
+    staged = stage(tmp_path / "release")
+    staged["artifacts"][0]["path"] = path
+    with pytest.raises(UsageError, match="outside"):
+        check_staged(tmp_path / "release", staged)
+
+
+def test_publish_refuses_a_tampered_file_before_contacting_anything(tmp_path: Path) -> None:
+    contacted: list[str] = []
+
+    def registry_for(host: str) -> Registry:
+        contacted.append(host)
+        raise AssertionError(f"{host} was contacted")
+
+    ctx = make_context(tmp_path, ReleaseOptions(version="1.2.3"))
+    ctx.registry_for = registry_for
+    folder = ctx.release_dir
+    ctx.staged = stage(folder)
+    (folder / "wheels" / "demo-1.0.0-py3-none-any.whl").write_bytes(b"tampered")
+    with pytest.raises(UsageError, match=r"demo-1\.0\.0-py3-none-any\.whl changed since"):
+        Publish().run(ctx)
+    assert contacted == []
+    assert not (folder / "publish.journal").exists()
