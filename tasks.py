@@ -1,5 +1,5 @@
 """This repository's invoke tasks: the same collection users import into theirs."""
 
-from shipyard.tasks import ns
+from shipyard.cli.tasks import ns
 
 __all__ = ["ns"]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from shipyard.build.plan import Selection, make_plan
+from shipyard.engine.plan import Selection, make_plan
 from shipyard.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -31,14 +31,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
-from shipyard.build.engine import Artifact, BuildContext
-from shipyard.build.image import ImageBuilder
-from shipyard.build.plan import Action
+from shipyard.builders.image import ImageBuilder
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layer import GZIP_LEVEL
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.stamp import Stamp
 
 REPO = Path(__file__).resolve().parents[1]

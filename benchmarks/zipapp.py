@@ -24,10 +24,10 @@ from pathlib import Path
 
 from _common import BenchError, Target, ensure_modules, format_table, timed
 
-from shipyard.build.engine import BuildContext, Builder, run_plan
-from shipyard.build.plan import Action, Selection, make_plan
-from shipyard.build.wheel import WheelBuilder
-from shipyard.build.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.builders.wheel import WheelBuilder
+from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.engine.plan import Action, Selection, make_plan
+from shipyard.engine.scheduler import BuildContext, Builder, run_plan
 from shipyard.manifest import load_manifest
 from shipyard.stamp import read_stamp
 

@@ -35,8 +35,8 @@ import pytest
 import requests
 
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.oci.push import read_layout_image
-from shipyard.oci.registry import MANIFEST_MEDIA_TYPES, MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX
+from shipyard.oci.remote.push import read_layout_image
+from shipyard.oci.remote.registry import MANIFEST_MEDIA_TYPES, MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX
 from tests.integration._repo import clone
 from tests.integration.conftest import Services
 from tests.integration.test_push import make_layout

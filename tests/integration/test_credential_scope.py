@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.registry import Registry
 from tests.integration._repo import copy_worktree, shipyard
 from tests.integration.conftest import Services
 from tests.reliability import record

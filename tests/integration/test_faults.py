@@ -31,12 +31,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from shipyard._fs import sha256_file
-from shipyard.build.engine import Artifact
-from shipyard.build.remote import RemoteCache
+from shipyard._http.retry import DEFAULT_ATTEMPTS, RetryPolicy
+from shipyard.engine.cache.remote import RemoteCache
+from shipyard.engine.scheduler import Artifact
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci._retry import DEFAULT_ATTEMPTS, RetryPolicy
-from shipyard.oci.push import Publisher, read_layout_image
-from shipyard.oci.registry import (
+from shipyard.oci.remote.push import Publisher, read_layout_image
+from shipyard.oci.remote.registry import (
     MEDIA_OCI_MANIFEST,
     AuthError,
     NotFound,
@@ -84,7 +84,7 @@ SEEDS = max(1, int(os.environ.get("SHIPYARD_FAULT_SEEDS", "2")))
 CAP = 6.0
 PLATFORMS = ("linux/amd64", "linux/arm64")
 CHUNK = 24 << 10  # blobs over 32 KiB go up in PATCH chunks of 24 KiB
-LOGGERS = ("shipyard.oci._transport", "shipyard.release.index")
+LOGGERS = ("shipyard._http.transport", "shipyard.release.index")
 RETRY_LINE = re.compile(r": retry (\d+) of (\d+) in [\d.]+ s after: (.+)$")
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.engine import BuildContext, Outcome
-from shipyard.build.image import ImageBuilder
-from shipyard.build.plan import Action
-from shipyard.build.wheel import WheelBuilder
+from shipyard.builders.image import ImageBuilder
+from shipyard.builders.wheel import WheelBuilder
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import BuildContext, Outcome
 from shipyard.manifest import Binary, load_manifest
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform, config_json
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.stamp import Stamp
 from tests.integration.conftest import Services
 

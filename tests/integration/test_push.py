@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.oci.auth import Credentials
-from shipyard.oci.push import Publisher, read_layout_image
-from shipyard.oci.registry import MEDIA_OCI_INDEX, MEDIA_OCI_MANIFEST, Registry
+from shipyard.oci.remote.auth import Credentials
+from shipyard.oci.remote.push import Publisher, read_layout_image
+from shipyard.oci.remote.registry import MEDIA_OCI_INDEX, MEDIA_OCI_MANIFEST, Registry
 from tests.integration.conftest import Services
 from tests.integration.registries import (
     PASSWORD,

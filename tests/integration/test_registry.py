@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.oci.auth import env_variable_names
-from shipyard.oci.reference import parse_reference
-from shipyard.oci.registry import (
+from shipyard.oci.remote.auth import env_variable_names
+from shipyard.oci.remote.reference import parse_reference
+from shipyard.oci.remote.registry import (
     MEDIA_DOCKER_LIST,
     MEDIA_DOCKER_MANIFEST,
     MEDIA_OCI_INDEX,

@@ -30,14 +30,14 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from shipyard._fs import sha256_file
-from shipyard.build import BUILDERS as REAL_BUILDERS
-from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
-from shipyard.build.plan import Action
-from shipyard.build.wheel import WheelBuilder
+from shipyard.builders import BUILDERS as REAL_BUILDERS
+from shipyard.builders.wheel import WheelBuilder
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Builder, Outcome
 from shipyard.errors import BuildError, UsageError
-from shipyard.oci.auth import Credentials
-from shipyard.oci.push import Publisher
-from shipyard.oci.registry import Registry, RegistryError
+from shipyard.oci.remote.auth import Credentials
+from shipyard.oci.remote.push import Publisher
+from shipyard.oci.remote.registry import Registry, RegistryError
 from shipyard.release import (
     PackageIndexError,
     ReleaseContext,

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from shipyard.build.remote import ARTIFACT_TYPE, RemoteCache
-from shipyard.oci.registry import MEDIA_OCI_MANIFEST, Registry
+from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache
+from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, Registry
 from tests.integration._repo import clone, shipyard
 from tests.integration.conftest import REPO, Services
 from tests.integration.faultproxy import running_proxy

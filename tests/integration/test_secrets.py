@@ -33,10 +33,10 @@ from pathlib import Path
 
 import pytest
 
+from shipyard._http.retry import RetryPolicy
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci._retry import RetryPolicy
-from shipyard.oci.auth import Credentials, env_variable_names, find_credentials, redact
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.auth import Credentials, env_variable_names, find_credentials, redact
+from shipyard.oci.remote.registry import Registry
 from tests.integration.conftest import Services
 from tests.integration.pypi import package_index
 from tests.integration.registries import (

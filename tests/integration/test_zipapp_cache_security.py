@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build import _zipapp_boot as boot
+from shipyard.builders.zipapp import _boot as boot
 from tests.integration.conftest import require_services
 from tests.reliability import record
 from tests.unit.test_zipapp_boot import build_id, make_pyz

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.engine import BuildContext, Builder, Result, run_plan
-from shipyard.build.plan import Action, Selection, make_plan
-from shipyard.build.wheel import WheelBuilder
-from shipyard.build.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.builders.wheel import WheelBuilder
+from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.engine.plan import Action, Selection, make_plan
+from shipyard.engine.scheduler import BuildContext, Builder, Result, run_plan
 from shipyard.manifest import Manifest, load_manifest
 from shipyard.stamp import Stamp, read_stamp
 from tests.integration._repo import clone, copy_worktree

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.errors import UsageError
-from shipyard.oci.auth import (
+from shipyard.oci.remote.auth import (
     Authenticator,
     Challenge,
     Credentials,

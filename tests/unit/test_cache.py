@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from shipyard._fs import TEMP_PREFIX, remove_stale_temps, sha256_file
-from shipyard.build import cache as cache_module
-from shipyard.build.cache import ActionCache, CachingBuilder, default_cache_dir
-from shipyard.build.engine import Artifact, BuildContext, Outcome
-from shipyard.build.plan import Action
+from shipyard.engine.cache import local as cache_module
+from shipyard.engine.cache.local import ActionCache, CachingBuilder, default_cache_dir
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
 from shipyard.stamp import Stamp
 
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from shipyard._fs import sha256_file
-from shipyard.build.cache import ActionCache, CachingBuilder
-from shipyard.build.engine import Artifact, BuildContext, Outcome
-from shipyard.build.plan import Action
-from shipyard.build.restore import Declared, RefusedEntry, checked_path, declared_outputs
+from shipyard.engine.cache.local import ActionCache, CachingBuilder
+from shipyard.engine.cache.restore import Declared, RefusedEntry, checked_path, declared_outputs
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
 from shipyard.stamp import Stamp
 from tests.reliability import record
 

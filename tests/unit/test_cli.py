@@ -125,8 +125,8 @@ def test_library_warnings_such_as_retries_reach_stderr_once(
 
     cli._log_to_stderr()
     cli._log_to_stderr()  # idempotent: main() runs it on every call
-    logging.getLogger("shipyard.oci._transport").warning("retry 1 of 3 in 0.5 s: 503")
-    logging.getLogger("shipyard.oci._transport").info("not shown")
+    logging.getLogger("shipyard._http.transport").warning("retry 1 of 3 in 0.5 s: 503")
+    logging.getLogger("shipyard._http.transport").info("not shown")
     err = capsys.readouterr().err
     assert err == "shipyard: retry 1 of 3 in 0.5 s: 503\n"
 

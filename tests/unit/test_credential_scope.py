@@ -26,11 +26,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from shipyard._http.retry import RetryPolicy
+from shipyard._http.transport import PlainHTTPRefused
 from shipyard.errors import UsageError
-from shipyard.oci._retry import RetryPolicy
-from shipyard.oci._transport import PlainHTTPRefused
-from shipyard.oci.auth import find_credentials
-from shipyard.oci.registry import AuthError, Registry
+from shipyard.oci.remote.auth import find_credentials
+from shipyard.oci.remote.registry import AuthError, Registry
 from tests.reliability import record
 
 SECRET = "hub-secret-d41d8cd98f00b204"

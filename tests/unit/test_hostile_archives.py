@@ -34,14 +34,14 @@ from typing import Literal
 
 import pytest
 
-from shipyard.build import _zipapp_boot as boot
-from shipyard.build import zipapp as zipapp_module
-from shipyard.build.engine import Artifact, BuildContext
-from shipyard.build.image import ImageBuilder
-from shipyard.build.plan import Action
-from shipyard.build.resolve import Distribution, Resolution
-from shipyard.build.wheel import normalize_wheel
-from shipyard.build.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.builders import zipapp as zipapp_module
+from shipyard.builders.image import ImageBuilder
+from shipyard.builders.resolve import Distribution, Resolution
+from shipyard.builders.wheel import normalize_wheel
+from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.builders.zipapp import _boot as boot
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.archive import write_docker_archive

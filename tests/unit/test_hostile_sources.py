@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.sources import source_files, tree_hash
+from shipyard.engine.sources import source_files, tree_hash
 from shipyard.errors import UsageError
 from tests.reliability import record
 

@@ -17,10 +17,10 @@ from types import MappingProxyType
 
 import pytest
 
-from shipyard.build.engine import Artifact, BuildContext
-from shipyard.build.image import ImageBuilder, entry_script, split_site
-from shipyard.build.plan import Action
-from shipyard.build.resolve import Distribution, Resolution
+from shipyard.builders.image import ImageBuilder, entry_script, split_site
+from shipyard.builders.resolve import Distribution, Resolution
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layer import BlobStore, Entry, write_layer

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.plan import Selection, make_plan, shard, split_flag
+from shipyard.engine.plan import Selection, make_plan, shard, split_flag
 from shipyard.errors import UsageError
 from shipyard.manifest import Manifest, load_manifest
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build import proc
+from shipyard.engine import proc
 from tests.reliability import record
 
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")

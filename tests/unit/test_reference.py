@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shipyard.errors import UsageError
-from shipyard.oci.reference import (
+from shipyard.oci.remote.reference import (
     InvalidReference,
     Reference,
     is_digest,

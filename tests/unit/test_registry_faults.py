@@ -27,11 +27,17 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from shipyard._http.retry import RetryPolicy
+from shipyard._http.transport import http_timeout
 from shipyard.errors import UsageError
-from shipyard.oci._retry import RetryPolicy
-from shipyard.oci._transport import http_timeout
-from shipyard.oci.reference import InvalidReference
-from shipyard.oci.registry import MEDIA_OCI_MANIFEST, AuthError, NotFound, Registry, RegistryError
+from shipyard.oci.remote.reference import InvalidReference
+from shipyard.oci.remote.registry import (
+    MEDIA_OCI_MANIFEST,
+    AuthError,
+    NotFound,
+    Registry,
+    RegistryError,
+)
 
 Reply = tuple[int, dict[str, str], bytes]
 RESET = "reset"  # close the connection with a TCP reset instead of answering
@@ -181,7 +187,7 @@ def test_429_waits_at_least_retry_after(fake: FakeRegistry, sleeps: list[float])
 def test_503_then_success_backs_off_and_logs_each_retry(
     fake: FakeRegistry, sleeps: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="shipyard.oci._transport")
+    caplog.set_level(logging.WARNING, logger="shipyard._http.transport")
     body = b'{"schemaVersion":2}'
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
     headers = {"Content-Type": MEDIA_OCI_MANIFEST, "Docker-Content-Digest": digest}

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from shipyard.oci._retry import (
+from shipyard._http.retry import (
     DEFAULT_ATTEMPTS,
     DEFAULT_DEADLINE,
     TRANSIENT_STATUS,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.plan import Plan
+from shipyard.engine.plan import Plan
 from shipyard.errors import BuildError, UsageError
 from shipyard.manifest import Binary, Image, Manifest, Project
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.release import PIPELINE, ReleaseContext, ReleaseOptions, run_pipeline
 from shipyard.stamp import Stamp
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from shipyard.errors import UsageError
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions
 from shipyard.release.publish import Publish, check_staged
 from tests.unit.test_release_pipeline import make_context

@@ -6,7 +6,7 @@ import hashlib
 import zipfile
 from pathlib import Path
 
-from shipyard.build.wheel import normalize_wheel
+from shipyard.builders.wheel import normalize_wheel
 
 ENTRIES = {
     "demo/__init__.py": b"x = 1\n",

@@ -15,10 +15,7 @@ from typing import cast
 
 import pytest
 
-from shipyard.build import _zipapp_boot as boot
-from shipyard.build.engine import Artifact, BuildContext
-from shipyard.build.plan import Action
-from shipyard.build.zipapp import (
+from shipyard.builders.zipapp import (
     DEFAULT_SHEBANG,
     Entry,
     ZipappBuilder,
@@ -27,6 +24,9 @@ from shipyard.build.zipapp import (
     options_for,
     write_archive,
 )
+from shipyard.builders.zipapp import _boot as boot
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.errors import BuildError
 from shipyard.stamp import Stamp
 from tests.unit.test_resolve import X86, make_wheel, offline_env

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build import _zipapp_boot as boot
-from shipyard.build.zipapp import DEFAULT_SHEBANG, Entry, layout, write_archive
+from shipyard.builders.zipapp import DEFAULT_SHEBANG, Entry, layout, write_archive
+from shipyard.builders.zipapp import _boot as boot
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 MACHINE = os.uname().machine

@@ -8,7 +8,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from shipyard.build.wheel import BUILD_INFO, build_info, normalize_wheel
+from shipyard.builders.wheel import BUILD_INFO, build_info, normalize_wheel
 from shipyard.stamp import Stamp
 from tests.unit.test_resolve import make_wheel
 

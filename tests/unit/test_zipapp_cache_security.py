@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build import _zipapp_boot as boot
+from shipyard.builders.zipapp import _boot as boot
 from tests.unit.test_zipapp_boot import APP, build_id, make_pyz, run
 
 AS_ROOT = os.geteuid() == 0
@@ -274,7 +274,7 @@ def test_native_files_are_fsynced_before_the_rename_that_publishes_them(
 
 KILLED = """\
 import os, signal, sys
-from shipyard.build import _zipapp_boot as boot
+from shipyard.builders.zipapp import _boot as boot
 temp, fd = boot._locked_temp(sys.argv[1], sys.argv[2])
 open(os.path.join(temp, "half-written.so"), "w").close()
 print(temp, flush=True)

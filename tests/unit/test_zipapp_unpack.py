@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build import _zipapp_boot as boot
+from shipyard.builders.zipapp import _boot as boot
 from tests.unit.test_zipapp_boot import build_id, make_pyz, one_line, run
 
 NATIVE_APP = """\
@@ -45,7 +45,7 @@ def test_native_parts_are_unpacked_once_into_the_build_folder(
 
 RACER = """\
 import os, sys, time
-from shipyard.build import _zipapp_boot as boot
+from shipyard.builders.zipapp import _boot as boot
 archive, target, gate = sys.argv[1:]
 real = os.rename
 def rename(source, destination):

@@ -76,7 +76,7 @@ def _no_controls(value: str) -> str:
 Line = Annotated[str, AfterValidator(_one_line)]
 Text = Annotated[str, AfterValidator(_no_controls)]
 
-# The OCI distribution grammar, as shipyard.oci.reference checks it again before
+# The OCI distribution grammar, as shipyard.oci.remote.reference checks it again before
 # any request (that package is not imported here: it pulls in the HTTP client).
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")

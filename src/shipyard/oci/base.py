@@ -30,7 +30,7 @@ from shipyard.oci.keys import base_fingerprint
 from shipyard.oci.layer import BlobStore, check_base_layers, layer_from_tarball
 from shipyard.oci.layout import find_images, read_layout
 from shipyard.oci.model import CONFIG, Config, Descriptor, History, Image, OCIError, Platform
-from shipyard.oci.reference import parse_reference
+from shipyard.oci.remote.reference import parse_reference
 
 __all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "blob_store", "load_base"]
 
@@ -122,7 +122,7 @@ def _from_registry(
 ) -> dict[Platform, Base]:
     """Manifests from the registry every time (tags move); blobs only when not in the store."""
     ref = parse_reference(source)
-    from shipyard.oci.registry import Registry  # the HTTP stack only for registry bases
+    from shipyard.oci.remote.registry import Registry  # the HTTP stack only for registry bases
 
     # A base registry is not a push target: only credentials configured for its own
     # host are sent there, never the global SHIPYARD_REGISTRY_USER pair.

@@ -13,11 +13,11 @@ from packaging.metadata import InvalidMetadata, Metadata
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from shipyard.build.engine import Artifact
-from shipyard.build.run import BuildOptions, execute
+from shipyard.engine.run import BuildOptions, execute
+from shipyard.engine.scheduler import Artifact
 from shipyard.errors import BuildError, UsageError
 from shipyard.oci.model import Platform
-from shipyard.oci.push import read_layout_image
+from shipyard.oci.remote.push import read_layout_image
 from shipyard.release.context import ReleaseContext
 
 __all__ = ["Build", "Validate", "check_wheel", "outputs_of"]

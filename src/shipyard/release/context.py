@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from shipyard.build.engine import Builder
-from shipyard.build.plan import Plan
-from shipyard.build.run import BuildRun
+from shipyard.engine.plan import Plan
+from shipyard.engine.run import BuildRun
+from shipyard.engine.scheduler import Builder
 from shipyard.manifest import Binary, Manifest
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.release.index import PackageIndex
 from shipyard.stamp import Stamp
 

@@ -28,15 +28,15 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import requests
 
 from shipyard._fs import sha256_file
-from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci._retry import (
+from shipyard._http.retry import (
     TRANSIENT_ERRORS,
     TRANSIENT_STATUS,
     Backoff,
     RetryPolicy,
     parse_retry_after,
 )
-from shipyard.oci._transport import failure_reason, http_timeout, is_loopback
+from shipyard._http.transport import failure_reason, http_timeout, is_loopback
+from shipyard.errors import ShipyardError, UsageError
 
 __all__ = ["PackageIndex", "PackageIndexError", "index_from_env"]
 

@@ -7,12 +7,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from shipyard.build import BUILDERS
-from shipyard.build.engine import Builder
-from shipyard.build.plan import Selection, make_plan
+from shipyard.builders import BUILDERS
+from shipyard.engine.plan import Selection, make_plan
+from shipyard.engine.scheduler import Builder
 from shipyard.manifest import load_manifest
-from shipyard.oci.push import default_registry
-from shipyard.oci.registry import Registry
+from shipyard.oci.remote.push import default_registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.release.building import Build, Validate
 from shipyard.release.context import ReleaseContext, ReleaseOptions, Stage, StageResult
 from shipyard.release.index import PackageIndex, index_from_env

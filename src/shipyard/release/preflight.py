@@ -15,8 +15,8 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from shipyard.errors import UsageError
-from shipyard.oci.push import parse_hub
-from shipyard.oci.registry import RegistryError
+from shipyard.oci.remote.push import parse_hub
+from shipyard.oci.remote.registry import RegistryError
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME, Journal
 

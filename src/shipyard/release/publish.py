@@ -31,7 +31,7 @@ from typing import Any
 
 from shipyard._fs import sha256_file
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci.push import LayoutImage, Publisher, move_tags, parse_hub, read_layout_image
+from shipyard.oci.remote.push import LayoutImage, Publisher, move_tags, parse_hub, read_layout_image
 from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal

@@ -17,8 +17,8 @@ from typing import Any
 from packaging.utils import parse_wheel_filename
 
 from shipyard._fs import TEMP_PREFIX, atomic_write, sha256_file
-from shipyard.build.wheel import build_info
-from shipyard.oci.push import read_layout_image
+from shipyard.builders.wheel import build_info
+from shipyard.oci.remote.push import read_layout_image
 from shipyard.release.building import outputs_of
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME

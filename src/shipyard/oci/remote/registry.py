@@ -7,7 +7,7 @@ any other failed upload checks whether the blob landed after all, then starts
 again from the beginning. Downloads are verified against their length and digest
 and land atomically; one cut short is fetched again. Manifests are pushed by digest
 first; tags are moved last by the caller. Authentication, TLS, retries and the
-typed errors live in `_transport`. A Registry is safe to share between threads.
+typed errors live in `shipyard._http.transport`. A Registry is safe to share between threads.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 
-from shipyard.oci._transport import (
+from shipyard._http.transport import (
     DEFAULT_CERTS_DIRS,
     AuthError,
     CertificateError,
@@ -35,7 +35,12 @@ from shipyard.oci._transport import (
     Transport,
     failure_reason,
 )
-from shipyard.oci.reference import is_digest, validate_digest, validate_repository, validate_tag
+from shipyard.oci.remote.reference import (
+    is_digest,
+    validate_digest,
+    validate_repository,
+    validate_tag,
+)
 
 __all__ = [
     "DEFAULT_CERTS_DIRS",
@@ -115,7 +120,7 @@ class Registry(Transport):
     `session` and `on_request(method, path, status)`. `stats` counts requests
     and bytes, so a caller can show that a second push uploaded nothing. URLs the
     registry names (upload locations, pages, redirects) get its credentials only
-    when they are on its own origin; see `_transport`.
+    when they are on its own origin; see `shipyard._http.transport`.
     """
 
     def ping(self) -> None:

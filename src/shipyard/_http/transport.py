@@ -4,7 +4,7 @@ Every request goes out with what authentication earlier 401s taught (none at
 first; see `auth.Authenticator`); a 401 is answered once and the request sent
 again. Transient faults (no answer, a reset, a time-out, a body cut short, 429 and
 5xx) are retried within a `RetryPolicy`, each retry logged with its reason on the
-`shipyard.oci._transport` logger; any other failure becomes a typed error naming
+`shipyard._http.transport` logger; any other failure becomes a typed error naming
 the registry and the operation, never a secret. `$SHIPYARD_HTTP_TIMEOUT` (seconds)
 bounds each wait for an answer.
 
@@ -41,8 +41,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci._retry import (
+from shipyard._http.retry import (
     TRANSIENT_ERRORS,
     TRANSIENT_STATUS,
     Backoff,
@@ -51,14 +50,15 @@ from shipyard.oci._retry import (
     failure_reason,
     parse_retry_after,
 )
-from shipyard.oci.auth import (
+from shipyard.errors import ShipyardError, UsageError
+from shipyard.oci.remote.auth import (
     Authenticator,
     Challenge,
     Credentials,
     env_variable_names,
     parse_token_response,
 )
-from shipyard.oci.reference import validate_host
+from shipyard.oci.remote.reference import validate_host
 
 __all__ = [
     "DEFAULT_CERTS_DIRS",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from shipyard.build.engine import Event, Result
+from shipyard.engine.scheduler import Event, Result
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from shipyard.errors import UsageError
-from shipyard.oci.auth import redact
+from shipyard.oci.remote.auth import redact
 
 __all__ = [
     "InvalidReference",

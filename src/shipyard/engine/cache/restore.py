@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import IO
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.build.engine import Artifact, BuildContext
-from shipyard.build.plan import Action
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext
 
 __all__ = [
     "Declared",

@@ -17,7 +17,7 @@ Credentials for a registry host come from, in order:
 with these credentials, Bearer with a token from the challenge's realm, cached per
 set of scopes. The credentials of a host go to that host and its token realm only:
 the transport never answers a challenge from a URL on another host (see
-`_transport`). A secret never appears in a repr, a log line or an exception message.
+`shipyard._http.transport`). A secret never appears in a repr, a log line or an exception message.
 """
 
 from __future__ import annotations

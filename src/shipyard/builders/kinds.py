@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard import __version__
-from shipyard.build.engine import Artifact, BuildContext, Outcome
-from shipyard.build.plan import Action
-from shipyard.build.sources import tree_hash
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
+from shipyard.engine.sources import tree_hash
 from shipyard.errors import BuildError, UsageError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.keys import GZIP_LEVEL, base_fingerprint
 
 if TYPE_CHECKING:
-    from shipyard.build.dockerfile import DockerfileBuilder
-    from shipyard.build.image import ImageBuilder
+    from shipyard.builders.image import ImageBuilder
+    from shipyard.builders.image.dockerfile import DockerfileBuilder
 
 __all__ = [
     "ImageKinds",
@@ -47,12 +47,12 @@ class ImageKinds:
     def _pick(self, action: Action) -> ImageBuilder | DockerfileBuilder:
         if _uses_engine(action):
             if self._engine is None:
-                from shipyard.build.dockerfile import DockerfileBuilder
+                from shipyard.builders.image.dockerfile import DockerfileBuilder
 
                 self._engine = DockerfileBuilder()
             return self._engine
         if self._daemonless is None:
-            from shipyard.build.image import ImageBuilder
+            from shipyard.builders.image import ImageBuilder
 
             self._daemonless = ImageBuilder()
         return self._daemonless

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from shipyard.errors import UsageError
-from shipyard.oci.auth import find_credentials
-from shipyard.oci.reference import validate_repository, validate_tag
-from shipyard.oci.registry import MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX, Registry
+from shipyard.oci.remote.auth import find_credentials
+from shipyard.oci.remote.reference import validate_repository, validate_tag
+from shipyard.oci.remote.registry import MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX, Registry
 
 __all__ = [
     "Hub",

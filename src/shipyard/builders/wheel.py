@@ -16,10 +16,10 @@ from pathlib import Path
 
 from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX, publish_file, sha256_file
-from shipyard.build.engine import Artifact, BuildContext, Outcome
-from shipyard.build.plan import Action
-from shipyard.build.proc import run_logged
-from shipyard.build.sources import tree_hash
+from shipyard.engine.plan import Action
+from shipyard.engine.proc import run_logged
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
+from shipyard.engine.sources import tree_hash
 from shipyard.errors import BuildError, ShipyardError, UsageError
 from shipyard.stamp import ZIP_EPOCH, Stamp
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.build.engine import Artifact, BuildContext, Outcome
-from shipyard.build.image import write_images
-from shipyard.build.kinds import dockerfile_key, dockerfile_path
-from shipyard.build.plan import Action
+from shipyard.builders.image import write_images
+from shipyard.builders.kinds import dockerfile_key, dockerfile_path
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
 from shipyard.errors import BuildError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.base import blob_store

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from shipyard._fs import atomic_write
-from shipyard.build.engine import BuildContext, Result
-from shipyard.build.plan import Plan
+from shipyard.engine.plan import Plan
+from shipyard.engine.scheduler import BuildContext, Result
 
 __all__ = ["report_json", "trace_json", "write_report"]
 

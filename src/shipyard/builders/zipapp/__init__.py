@@ -18,17 +18,19 @@ import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 from types import CodeType
 
 from shipyard import __version__
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.build import _zipapp_boot as boot
-from shipyard.build.engine import Artifact, BuildContext, Outcome, map_parts
-from shipyard.build.plan import Action
-from shipyard.build.resolve import NATIVE, Resolution, resolve
-from shipyard.build.wheel import build_env, build_info
+from shipyard.builders.resolve import NATIVE, Resolution, resolve
+from shipyard.builders.wheel import build_env, build_info
+from shipyard.builders.zipapp import _boot as boot
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome, map_parts
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import ZIP_EPOCH
 
@@ -45,7 +47,12 @@ __all__ = [
 DEFAULT_SHEBANG = "/usr/bin/env python3"
 # Deflate level 4: on black's site-packages half the time of level 6 for 4% more bytes.
 _LEVEL = 4
-_BOOT_SOURCE = Path(boot.__file__).read_bytes()
+
+
+@cache
+def _boot_source() -> bytes:
+    """The bootstrap's source, read as package data so it works from an archive too."""
+    return files("shipyard.builders.zipapp").joinpath("_boot.py").read_bytes()
 
 
 @dataclass(frozen=True)
@@ -177,9 +184,9 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     files = _site_files(site)
     native = sorted({rel.split("/", 1)[0] for rel in files if NATIVE.search(rel)})
     modules: dict[str, str] = {}
-    entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _BOOT_SOURCE)]
+    entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _boot_source())]
     if info.get("python") == "{}.{}".format(*sys.version_info[:2]):
-        code = compile(_BOOT_SOURCE, boot.SOURCE, "exec", dont_inherit=True)
+        code = compile(_boot_source(), boot.SOURCE, "exec", dont_inherit=True)
         entries.append(Entry(boot.CODE % MAGIC_NUMBER.hex(), _marshal(code)))
     for rel, path in files.items():
         data = path.read_bytes()
@@ -245,7 +252,7 @@ class ZipappBuilder:
         for part in (
             "zipapp",
             __version__,
-            hashlib.sha256(_BOOT_SOURCE).hexdigest(),
+            hashlib.sha256(_boot_source()).hexdigest(),
             *sorted(a.sha256 for a in deps if a.path.suffix == ".whl"),
             ",".join(action.platforms),
             f"{opts.entrypoint} {opts.shebang} {opts.compress} {opts.compile}",

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from shipyard.build.plan import Action, Plan
-from shipyard.build.proc import terminate_all
-from shipyard.build.sources import GitIgnored
+from shipyard.engine.plan import Action, Plan
+from shipyard.engine.proc import terminate_all
+from shipyard.engine.sources import GitIgnored
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import Stamp
 

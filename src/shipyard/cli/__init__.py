@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from shipyard import __version__
-from shipyard._console import Display
-from shipyard.build import BUILDERS, Plan, Selection, make_plan, report_json, split_flag
-from shipyard.build.cache import ActionCache, default_cache_dir
-from shipyard.build.plan import shard
-from shipyard.build.run import BuildOptions, execute
+from shipyard.builders import BUILDERS
+from shipyard.cli._console import Display
+from shipyard.engine import Plan, Selection, make_plan, report_json, split_flag
+from shipyard.engine.cache.local import ActionCache, default_cache_dir
+from shipyard.engine.plan import shard
+from shipyard.engine.run import BuildOptions, execute
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Manifest, find_manifest, json_schema, load_manifest
 from shipyard.stamp import read_stamp
@@ -162,7 +163,7 @@ def _build(args: argparse.Namespace) -> int:
         remote=args.remote,
     )
     if args.remote:
-        from shipyard.build.remote import parse_cache_url
+        from shipyard.engine.cache.remote import parse_cache_url
 
         parse_cache_url(args.remote)  # bad input fails before anything runs
     if args.shard:
@@ -210,7 +211,7 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from shipyard.oci.push import Publisher
+    from shipyard.oci.remote.push import Publisher
 
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)

@@ -11,7 +11,7 @@ the next build sweeps what a killed one left.
 Anyone who can push to the cache repository writes what a restore reads, so a
 manifest is untrusted input: its layers go only where the action declares, with
 mode 644 or 755, and only after their bytes match their digests (see
-`shipyard.build.restore`). Anything else is a miss, logged as a warning.
+`shipyard.engine.cache.restore`). Anything else is a miss, logged as a warning.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.build.cache import OutputCache
-from shipyard.build.engine import Artifact
-from shipyard.build.restore import (
+from shipyard.engine.cache.local import OutputCache
+from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
     RefusedEntry,
@@ -38,8 +37,9 @@ from shipyard.build.restore import (
     place_files,
     stored_mode,
 )
+from shipyard.engine.scheduler import Artifact
 from shipyard.errors import UsageError
-from shipyard.oci.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
+from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
 
 __all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache", "parse_cache_url"]
 

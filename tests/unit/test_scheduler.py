@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.build.engine import (
+from shipyard.engine.plan import Action, Plan
+from shipyard.engine.scheduler import (
     Artifact,
     BuildContext,
     Outcome,
@@ -17,7 +18,6 @@ from shipyard.build.engine import (
     map_parts,
     run_plan,
 )
-from shipyard.build.plan import Action, Plan
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Manifest, Project
 from shipyard.stamp import Stamp

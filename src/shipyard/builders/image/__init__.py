@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.build.engine import Artifact, BuildContext, Outcome, map_parts
-from shipyard.build.kinds import daemonless_key, image_settings, source_url
-from shipyard.build.plan import Action
-from shipyard.build.resolve import Resolution, resolve
-from shipyard.build.wheel import build_env
+from shipyard.builders.kinds import daemonless_key, image_settings, source_url
+from shipyard.builders.resolve import Resolution, resolve
+from shipyard.builders.wheel import build_env
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Outcome, map_parts
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.archive import write_docker_archive
 from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base

@@ -1,4 +1,4 @@
-"""invoke tasks over the shipyard CLI: `from shipyard.tasks import ns` in a tasks.py.
+"""invoke tasks over the shipyard CLI: `from shipyard.cli.tasks import ns` in a tasks.py.
 
 The tasks are thin on purpose: each turns its flags into a `shipyard` command line
 and runs it in-process, so invoke, make and the CLI can never disagree.

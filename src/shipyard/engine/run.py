@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import exclusive, remove_stale_temps
-from shipyard.build.cache import ActionCache, CachingBuilder, OutputCache
-from shipyard.build.engine import BuildContext, Builder, Event, Result, run_plan
-from shipyard.build.plan import Plan
-from shipyard.build.proc import reset
-from shipyard.build.report import write_report
-from shipyard.build.sources import GitIgnored
+from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache
+from shipyard.engine.plan import Plan
+from shipyard.engine.proc import reset
+from shipyard.engine.report import write_report
+from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
+from shipyard.engine.sources import GitIgnored
 from shipyard.stamp import Stamp
 
 __all__ = ["BuildOptions", "BuildRun", "execute"]
@@ -88,8 +88,8 @@ def execute(
     if options.cache_dir is not None:
         cache: OutputCache = ActionCache(options.cache_dir)
         if options.remote:
-            from shipyard.build.remote import RemoteCache, TieredCache, parse_cache_url
-            from shipyard.oci.push import default_registry
+            from shipyard.engine.cache.remote import RemoteCache, TieredCache, parse_cache_url
+            from shipyard.oci.remote.push import default_registry
 
             host, repository = parse_cache_url(options.remote)
             cache = TieredCache(cache, RemoteCache(default_registry(host), repository))

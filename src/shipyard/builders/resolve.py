@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.build.proc import run_logged
+from shipyard.engine.proc import run_logged
 from shipyard.errors import BuildError
 
 __all__ = ["NATIVE", "PLATFORM_ARCH", "Distribution", "Resolution", "resolve"]

@@ -13,7 +13,7 @@ different checkouts may share one cache, so the temporaries a killed build left
 are swept only by a build that finds no other holder of the lock.
 
 An entry is untrusted input (the cache folder may be shared): a restore writes
-only what `shipyard.build.restore` allows; anything else is a miss, logged, and
+only what `shipyard.engine.cache.restore` allows; anything else is a miss, logged, and
 the entry is removed.
 """
 
@@ -42,9 +42,7 @@ from shipyard._fs import (
     sha256_file,
     sync_folder,
 )
-from shipyard.build.engine import Artifact, BuildContext, Builder, Outcome
-from shipyard.build.plan import Action
-from shipyard.build.restore import (
+from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
     RefusedEntry,
@@ -56,6 +54,8 @@ from shipyard.build.restore import (
     place_files,
     stored_mode,
 )
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Builder, Outcome
 
 __all__ = ["ActionCache", "CachingBuilder", "OutputCache", "PruneResult", "default_cache_dir"]
 
