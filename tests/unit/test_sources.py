@@ -72,3 +72,26 @@ def test_without_git_every_source_is_walked(tmp_path: Path) -> None:
     shared = GitIgnored(tmp_path)
     assert shared.under(tmp_path / "s") is None
     assert [p.name for p in source_files(tmp_path / "s", git=shared)] == ["keep.py"]
+
+
+@pytest.mark.parametrize("with_git", [False, True], ids=["plain", "git"])
+def test_a_folder_named_build_below_the_top_of_a_source_is_hashed(
+    tmp_path: Path, with_git: bool
+) -> None:
+    """Only a source's own build/ and dist/ (backend output) are skipped, not code so named."""
+    source = tmp_path / "s"
+    _write(source / "pkg/build/engine.py", "STEP = 1\n")
+    _write(source / "pkg/dist/paths.py", "DIST = 'dist'\n")
+    _write(source / "build/lib/pkg/copy.py")  # setuptools' in-place output: not an input
+    _write(source / "dist/pkg-1.0-py3-none-any.whl")
+    if with_git:
+        _git(source, "init", "-q")
+    names = [p.relative_to(source).as_posix() for p in source_files(source)]
+    assert names == ["pkg/build/engine.py", "pkg/dist/paths.py"]
+    before = tree_hash(source, "k")
+    _write(source / "pkg/build/engine.py", "STEP = 2\n")
+    edited = tree_hash(source, "k")
+    assert edited != before
+    _write(source / "build/lib/pkg/copy.py", "changed\n")
+    _write(source / "dist/pkg-1.0-py3-none-any.whl", "changed\n")
+    assert tree_hash(source, "k") == edited

@@ -21,7 +21,7 @@ from shipyard.errors import UsageError
 
 __all__ = ["GitIgnored", "source_files", "tree_hash"]
 
-# Never inputs: VCS data, caches and build droppings that change on every run.
+# Never inputs, at any depth: VCS data, environments and caches that change on every run.
 _IGNORED_DIRS = frozenset(
     {
         ".git",
@@ -33,11 +33,13 @@ _IGNORED_DIRS = frozenset(
         ".mypy_cache",
         ".pytest_cache",
         ".ruff_cache",
-        "build",
-        "dist",
         ".shipyard",
     }
 )
+# Never inputs at the top of a source only: where a PEP 517 backend builds in place
+# (setuptools' build/) and where wheels land (dist/, the checkout's own output when
+# the source is the repository root). A folder of these names deeper down is code.
+_OUTPUT_DIRS = frozenset({"build", "dist"})
 _SPECIAL = {
     stat.S_IFIFO: "a named pipe (FIFO)",
     stat.S_IFSOCK: "a socket",
@@ -169,6 +171,7 @@ def _walk(
             raise _refuse(item.path, f"is {problem}, which a build would block on")
         if is_dir:
             ignored = item.name in _IGNORED_DIRS or f"{name}/" in skip
+            ignored = ignored or (not rel and item.name in _OUTPUT_DIRS)
             if ignored or (not git and item.name.endswith(".egg-info")):
                 continue
             if real in through or hops + linked > _MAX_LINK_DEPTH:
