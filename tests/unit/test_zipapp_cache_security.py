@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -362,3 +363,30 @@ def test_stale_temporary_bytecode_files_are_swept(tmp_path: Path, pure_pyz: Path
     os.utime(stale, (hour_ago, hour_ago))
     assert run(pure_pyz, tmp_path / "root").returncode == 3
     assert sorted(p.name for p in bytecode.iterdir()) == ["app.pyc", fresh.name]
+
+
+def test_a_temporary_folder_swept_before_it_is_locked_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: another start's sweep could remove a new unpack folder between
+    mkdtemp and its lock, and the start failed ("cannot unpack native code ... No
+    such file or directory", seen under load). The window is microseconds wide, so
+    the sweep is made to land in it: the first folder vanishes as soon as it is made."""
+    import tempfile
+
+    real = tempfile.mkdtemp
+    made: list[str] = []
+
+    def swept_at_once(*args: Any, **kwargs: Any) -> str:
+        path = real(*args, **kwargs)
+        made.append(path)
+        if len(made) == 1:
+            os.rmdir(path)  # what a concurrent _sweep does to an unlocked folder
+        return str(path)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", swept_at_once)
+    temp, fd = boot._locked_temp(str(tmp_path), ".unpack-")
+    try:
+        assert len(made) == 2 and temp == made[1] and os.path.isdir(temp)
+    finally:
+        os.close(fd)

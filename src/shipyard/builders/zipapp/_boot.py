@@ -194,9 +194,12 @@ def _locked_temp(parent: str, prefix: str) -> tuple[str, int]:
     import fcntl
     import tempfile
 
-    for _ in range(5):
+    for _ in range(20):
         temp = tempfile.mkdtemp(prefix=prefix, dir=parent)
-        fd = os.open(temp, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fd = os.open(temp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            continue  # another start swept it before it could be locked: make another
         fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while a sweeper holds it
         try:
             if os.path.samestat(os.fstat(fd), os.lstat(temp)):
