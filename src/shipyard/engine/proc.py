@@ -37,8 +37,6 @@ def run_logged(
                 stdin=subprocess.DEVNULL,
                 env=dict(env),
                 cwd=cwd,
-                # Its own process group, so terminate_all can end the tree it starts.
-                process_group=0,
             )
             _running.add(process)
         try:
@@ -51,31 +49,73 @@ def run_logged(
 def terminate_all(grace: float = 5.0) -> None:
     """End every running build subprocess and everything it started.
 
-    Each subprocess leads a process group of its own (`process_group=0`), and
-    the backend and installer a front end starts inherit it, so the whole tree
-    is ended by signalling the group: SIGTERM, then after `grace` seconds
-    SIGKILL to whatever of the group is left. Process ids are never collected
-    ahead of time: a pid read seconds earlier may belong to an unrelated
-    process by the time it is signalled, but the kernel does not give a group's
-    id to a new process while any member of the group (or its unreaped
-    leader) still exists, so a group signal reaches only what the build started.
+    The backend and installer a front end starts would outlive it and keep
+    writing temporaries, so the whole tree is ended: SIGTERM to each step, then
+    after `grace` seconds SIGKILL to the step and to the processes it had
+    started when the interrupt came. Those are held by pidfd, never by process
+    id: a pid read seconds earlier may by then belong to an unrelated process,
+    and a pidfd names one process for good (its start time is checked after
+    opening it, so a pid reused between the /proc walk and the open is not
+    taken). The steps stay in shipyard's own process group, so a SIGKILL of
+    that group (a cancelled CI job) still takes them with it.
     """
     with _lock:
         _stopping.set()
         processes = list(_running)
+    trees = {process.pid: _hold(_descendants(process.pid)) for process in processes}
     for process in processes:
-        _signal_group(process, signal.SIGTERM)
+        process.terminate()
     for process in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             process.wait(grace)
-        _signal_group(process, signal.SIGKILL)
-        process.wait()
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        for fd in trees[process.pid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
 
 
-def _signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
-    # ProcessLookupError: the group is empty (everything already ended).
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signum)
+def _stat(pid: int | str) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks) of `pid`, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), int(fields[19])
+
+
+def _descendants(root: int) -> list[tuple[int, int]]:
+    """Every process below `root`, each as (pid, start time)."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parent, started = _stat(stat.parent.name)
+            children.setdefault(parent, []).append((int(stat.parent.name), started))
+    found: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child[0])
+    return found
+
+
+def _hold(processes: list[tuple[int, int]]) -> list[int]:
+    """A pidfd for each (pid, start time) that is still that same process."""
+    held: list[int] = []
+    for pid, started in processes:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:  # gone already, or no pidfds here: never fall back to the pid
+            continue
+        try:
+            same = _stat(pid)[1] == started
+        except (OSError, ValueError, IndexError):
+            same = False
+        if same:
+            held.append(fd)
+        else:
+            os.close(fd)
+    return held
 
 
 def reset() -> None:
