@@ -34,6 +34,7 @@ from typing import IO
 from shipyard.builders.image import ImageBuilder
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
+from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layer import GZIP_LEVEL
 from shipyard.oci.layout import read_layout
@@ -114,8 +115,9 @@ def _shipyard_build(app: Path, house: Path, work: Path) -> Path:
         "image:benchapp", "image", ("benchapp",), work, PLATFORMS, ("wheel",),
         entrypoint="benchapp.main:main", image=settings,
     )  # fmt: skip
-    artifact = Artifact(app, hashlib.sha256(app.read_bytes()).hexdigest(), app.stat().st_size)
-    ImageBuilder().build(action, ctx, (artifact,))
+    digest = hashlib.sha256(app.read_bytes()).hexdigest()
+    artifact = Artifact("wheel", "", "py3-none-any", app, digest, app.stat().st_size)
+    Wrapped(ImageBuilder()).run(action, ctx, (artifact,))
     return work / "dist" / "images" / "benchapp"
 
 

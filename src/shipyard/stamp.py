@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from shipyard.errors import UsageError
 
-__all__ = ["ZIP_EPOCH", "Stamp", "read_stamp", "version_from_describe"]
+__all__ = ["ZIP_EPOCH", "Stamp", "choose_version", "read_stamp", "version_from_describe"]
 
 # Zip cannot store times before 1980; a clock before that is clamped here.
 ZIP_EPOCH = 315532800
@@ -110,16 +110,42 @@ def _validate(version: str, source: str) -> str:
         ) from None
 
 
+def choose_version(
+    declared: str, env: Mapping[str, str], override: str | None = None, *, snapshot: bool = False
+) -> tuple[str, str]:
+    """The version to stamp and where it was given: the one rule of `build` and `release`.
+
+    A snapshot always takes git describe (as a dev version). Otherwise `override`
+    (--version), then $VERSION, then the manifest's `project.version` (a literal,
+    or `git`). Returns (version, source); the version is `git` for git describe.
+    """
+    if snapshot:
+        return "git", "a snapshot"
+    if override:
+        return override, "--version"
+    if env.get("VERSION"):
+        return env["VERSION"], "$VERSION"
+    return declared, "project.version in binaries.yaml"
+
+
 def read_stamp(
-    root: Path, declared: str, env: Mapping[str, str], override: str | None = None
+    root: Path,
+    declared: str,
+    env: Mapping[str, str],
+    override: str | None = None,
+    *,
+    snapshot: bool = False,
+    check: bool = True,
 ) -> Stamp:
     """The stamp for a build of the repository at `root`.
 
-    Version precedence: `override` (--version), then $VERSION, then the manifest's
-    `project.version` (a literal, or `git`). The clock is $SOURCE_DATE_EPOCH, else
-    the last commit's time.
+    The version is `choose_version`'s; a snapshot's is a dev version (`.dev0` is
+    added to a tagged commit's). A given version must be PEP 440 (UsageError naming
+    where it was given), unless `check=False`: the release checks it in preflight.
+    The clock is $SOURCE_DATE_EPOCH, else the last commit's time.
     """
-    from_git = not override and not env.get("VERSION") and declared == "git"
+    chosen, source = choose_version(declared, env, override, snapshot=snapshot)
+    from_git = chosen == "git"
     asked = _git(
         root,
         ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
@@ -130,12 +156,8 @@ def read_stamp(
     head = (asked[0] or "").split()
     revision = head[0] if len(head) == 2 else None
     dirty = bool(asked[1])
-    if override:
-        version = _validate(override, "--version")
-    elif env.get("VERSION"):
-        version = _validate(env["VERSION"], "$VERSION")
-    elif declared != "git":
-        version = _validate(declared, "project.version in binaries.yaml")
+    if not from_git:
+        version = _validate(chosen, source) if check else chosen
     elif revision is None:
         raise UsageError(
             "project.version is 'git' but there is no git commit here; "
@@ -144,6 +166,8 @@ def read_stamp(
     else:
         describe, count = asked[2], int(asked[3] or "0")
         version = version_from_describe(describe, revision[:7], count, dirty)
+        if snapshot and ".dev" not in version:
+            version = _validate(f"{version}.dev0", source)
     raw_epoch = env.get("SOURCE_DATE_EPOCH")
     if raw_epoch:
         if not raw_epoch.isdigit():

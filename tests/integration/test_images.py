@@ -21,6 +21,7 @@ from shipyard.builders.image import ImageBuilder
 from shipyard.builders.wheel import WheelBuilder
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import BuildContext, Outcome
+from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Binary, load_manifest
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform, config_json
@@ -48,7 +49,7 @@ def _build(name: str, base: str, dist: Path, cache: Path) -> Outcome:
     ctx = BuildContext(REPO, dist, stamp, "3.11", env)
     binary = _binary(name)
     wheel_action = Action(f"wheel:{name}", "wheel", (name,), binary.source)
-    wheel = WheelBuilder().build(wheel_action, ctx, ())
+    wheel = Wrapped(WheelBuilder()).run(wheel_action, ctx, ())
     action = Action(
         f"image:{name}",
         "image",
@@ -59,7 +60,7 @@ def _build(name: str, base: str, dist: Path, cache: Path) -> Outcome:
         entrypoint=binary.entrypoint,
         image=dataclasses.replace(binary.image, base=base),
     )
-    return ImageBuilder().build(action, ctx, wheel.outputs)
+    return Wrapped(ImageBuilder()).run(action, ctx, wheel.outputs)
 
 
 def _digests(outcome: Outcome, dist: Path) -> dict[str, str]:

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from shipyard._http.transport import ca_variable_name
 from shipyard.errors import UsageError
 from shipyard.oci.remote.registry import CertificateError, Registry, RegistryError
+from shipyard.oci.remote.transport import ca_variable_name
 from shipyard.release.index import PackageIndex, index_from_env
 from tests.integration.conftest import Services, require_services
 from tests.integration.registries import (

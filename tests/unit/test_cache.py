@@ -11,8 +11,9 @@ import pytest
 from shipyard._fs import TEMP_PREFIX, remove_stale_temps, sha256_file
 from shipyard.engine.cache import local as cache_module
 from shipyard.engine.cache.local import ActionCache, CachingBuilder, default_cache_dir
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
+from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.stamp import Stamp
 
 
@@ -25,15 +26,21 @@ class Counting:
         self.builds = 0
         self.salt = "a"
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        return f"key-{self.salt}"
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+        return {"salt": self.salt}
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         self.builds += 1
         out = ctx.dist / "wheels" / "x.whl"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(f"content {self.salt}")
-        return Outcome(self.key(action, ctx, deps), (Artifact(out, sha256_file(out), 9),))
+        return (_wheel(out),)
+
+
+def _wheel(path: Path, size: int = 9) -> Artifact:
+    return Artifact("wheel", "", "py3-none-any", path, sha256_file(path), size)
 
 
 def _setup(tmp_path: Path) -> tuple[BuildContext, Action, ActionCache]:
@@ -46,10 +53,10 @@ def test_hit_restores_without_building(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
     builder = CachingBuilder(inner, cache)
-    first = builder.build(action, ctx, ())
+    first = builder.run(action, ctx, ())
     assert not first.cached and inner.builds == 1
     (ctx.dist / "wheels" / "x.whl").unlink()
-    second = builder.build(action, ctx, ())
+    second = builder.run(action, ctx, ())
     assert second.cached and inner.builds == 1
     assert (ctx.dist / "wheels" / "x.whl").read_text() == "content a"
     assert second.outputs[0].sha256 == first.outputs[0].sha256
@@ -58,22 +65,23 @@ def test_hit_restores_without_building(tmp_path: Path) -> None:
 def test_changed_input_misses_and_force_rebuilds(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    CachingBuilder(inner, cache).build(action, ctx, ())
+    CachingBuilder(inner, cache).run(action, ctx, ())
     inner.salt = "b"
-    assert not CachingBuilder(inner, cache).build(action, ctx, ()).cached
-    assert not CachingBuilder(inner, cache, force=True).build(action, ctx, ()).cached
+    assert not CachingBuilder(inner, cache).run(action, ctx, ()).cached
+    assert not CachingBuilder(inner, cache, force=True).run(action, ctx, ()).cached
     assert inner.builds == 3
 
 
 def test_damaged_entry_is_a_miss_not_an_error(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    CachingBuilder(inner, cache).build(action, ctx, ())
+    CachingBuilder(inner, cache).run(action, ctx, ())
+    key = CachingBuilder(inner, cache).key(action, ctx, ()).digest
     for blob in cache.blobs.iterdir():
         blob.unlink()
-    assert cache.restore("key-a", tmp_path) is None
-    (cache.actions / "key-a.json").write_text("{not json")
-    assert cache.restore("key-a", tmp_path) is None
+    assert cache.restore(key, tmp_path) is None
+    (cache.actions / f"{key}.json").write_text("{not json")
+    assert cache.restore(key, tmp_path) is None
 
 
 def test_prune_drops_least_recently_used_first(tmp_path: Path) -> None:
@@ -81,7 +89,7 @@ def test_prune_drops_least_recently_used_first(tmp_path: Path) -> None:
     for name in ("old", "new"):
         out = tmp_path / f"{name}.bin"
         out.write_bytes(os.urandom(10_000))
-        cache.store(name, (Artifact(out, sha256_file(out), 10_000),), tmp_path)
+        cache.store(name, (_wheel(out, 10_000),), tmp_path)
         past = time.time() - (100 if name == "old" else 0)
         os.utime(cache.actions / f"{name}.json", (past, past))
     result = cache.prune(15_000)
@@ -111,7 +119,7 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
 ) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    CachingBuilder(inner, cache).build(action, ctx, ())
+    CachingBuilder(inner, cache).run(action, ctx, ())
     out = ctx.dist / "wheels" / "x.whl"
     hashed: list[Path] = []
     real = sha256_file
@@ -123,13 +131,13 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
     monkeypatch.setattr(cache_module, "sha256_file", counting)
     fresh = ActionCache(tmp_path / "cache")  # a new process: the record is on disk
     for _ in range(3):
-        assert CachingBuilder(inner, fresh).build(action, ctx, ()).cached
+        assert CachingBuilder(inner, fresh).run(action, ctx, ()).cached
     assert hashed == []  # the stat facts match what the build recorded
     out.write_text("content b")  # same size, other bytes: the stat facts change
-    outcome = CachingBuilder(inner, ActionCache(tmp_path / "cache")).build(action, ctx, ())
+    outcome = CachingBuilder(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert outcome.cached and inner.builds == 1
     assert hashed == [out]
     assert out.read_text() == "content a"  # restored from the cache
     hashed.clear()
-    assert CachingBuilder(inner, ActionCache(tmp_path / "cache")).build(action, ctx, ()).cached
+    assert CachingBuilder(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ()).cached
     assert hashed == []

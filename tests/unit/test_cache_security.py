@@ -23,12 +23,14 @@ import pytest
 from shipyard._fs import sha256_file
 from shipyard.engine.cache.local import ActionCache, CachingBuilder
 from shipyard.engine.cache.restore import Declared, RefusedEntry, checked_path, declared_outputs
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
+from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.stamp import Stamp
 from tests.reliability import record
 
-KEY = "key-a"
+KEY = ActionKey.of("wheel", {}).digest  # the Honest builder declares no inputs
+ABOUT = {"kind": "wheel", "binary": "", "platform": "py3-none-any", "metadata": {}}
 GOOD = b"content a"  # what the honest build writes
 EVIL = b"#!/bin/sh\necho owned > /tmp/owned\n"
 HOOK = b"#!/bin/sh\necho the real hook\n"
@@ -42,16 +44,18 @@ class Honest:
     def __init__(self) -> None:
         self.builds = 0
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        return KEY
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+        return {}
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         self.builds += 1
         out = ctx.dist / "wheels" / "x.whl"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.unlink(missing_ok=True)
         out.write_bytes(GOOD)
-        return Outcome(KEY, (Artifact(out, sha256_file(out), len(GOOD)),))
+        return (Artifact("wheel", "", "py3-none-any", out, sha256_file(out), len(GOOD)),)
 
 
 @dataclass
@@ -80,6 +84,7 @@ class Scene:
         """Replace the entry's single output with the honest one updated by `output`."""
         honest: dict[str, object] = {"path": "dist/wheels/x.whl", "size": len(GOOD)}
         honest["mode"] = 0o644
+        honest["artifact"] = ABOUT
         if "sha256" not in output:
             honest["sha256"] = self.blob(GOOD)
         self.entry.write_text(json.dumps({"key": KEY, "outputs": [{**honest, **output}]}))
@@ -97,7 +102,7 @@ def _scene(tmp_path: Path) -> Scene:
     action = Action("wheel:x", "wheel", ("x",), repo)
     cache = ActionCache(tmp_path / "cache")
     builder = Honest()
-    CachingBuilder(builder, cache).build(action, ctx, ())  # the honest entry and blob
+    CachingBuilder(builder, cache).run(action, ctx, ())  # the honest entry and blob
     (ctx.dist / "wheels" / "x.whl").unlink()  # a clean checkout: the restore must write
     return Scene(tmp_path, repo, cache, outside, ctx, action, builder)
 
@@ -190,7 +195,7 @@ def _attempt(tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> lis
     before = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="shipyard"):
-        outcome = CachingBuilder(scene.builder, scene.cache).build(scene.action, scene.ctx, ())
+        outcome = CachingBuilder(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
     problems: list[str] = []
     after = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))

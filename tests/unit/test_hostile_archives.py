@@ -42,6 +42,7 @@ from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
+from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.archive import write_docker_archive
@@ -264,7 +265,8 @@ def _make_case(folder: Path, name: str, extra: Sequence[WheelEntry], pip: bool) 
 
 
 def _artifact(path: Path) -> Artifact:
-    return Artifact(path, hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_size)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Artifact("wheel", "", "py3-none-any", path, digest, path.stat().st_size)
 
 
 def _image_action(case: Case) -> Action:
@@ -325,9 +327,9 @@ def _install_case(case: Case) -> tuple[str, list[str]]:
     for kind in ("image", "zipapp"):
         try:
             if kind == "image":
-                ImageBuilder().build(_image_action(case), case.ctx(), deps)
+                Wrapped(ImageBuilder()).run(_image_action(case), case.ctx(), deps)
             else:
-                ZipappBuilder(_options).build(_zipapp_action(case), case.ctx(), deps)
+                Wrapped(ZipappBuilder(_options)).run(_zipapp_action(case), case.ctx(), deps)
         except BuildError as exc:
             outcomes.append(f"{kind} refused")
             if "Traceback" in str(exc):
@@ -510,9 +512,11 @@ def test_hazards_an_installer_leaves_in_a_site_are_refused_or_neutralised(
         deps = (_artifact(case.wheel),)
         before = snapshot(case.outside)
         builds: dict[str, Callable[[], object]] = {
-            "image": partial(ImageBuilder(installer).build, _image_action(case), case.ctx(), deps),
+            "image": partial(
+                Wrapped(ImageBuilder(installer)).run, _image_action(case), case.ctx(), deps
+            ),
             "zipapp": partial(
-                ZipappBuilder(_options).build, _zipapp_action(case), case.ctx(), deps
+                Wrapped(ZipappBuilder(_options)).run, _zipapp_action(case), case.ctx(), deps
             ),
         }
         for kind, build in builds.items():
@@ -976,7 +980,7 @@ def test_an_image_build_on_a_hostile_base_fails_cleanly(tmp_path: Path) -> None:
         shutil.rmtree(case.repo / "base")
         _base_from("oci-layout", tar_of(members), case.repo)
         with pytest.raises(BuildError) as caught:
-            ImageBuilder(HostileInstaller(lambda s, o: None, case.outside)).build(
+            Wrapped(ImageBuilder(HostileInstaller(lambda s, o: None, case.outside))).run(
                 _image_action(case), case.ctx(), (_artifact(case.wheel),)
             )
         if says not in str(caught.value) or "base image oci-layout:base" not in str(caught.value):

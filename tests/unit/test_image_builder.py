@@ -21,6 +21,7 @@ from shipyard.builders.image import ImageBuilder, entry_script, split_site
 from shipyard.builders.resolve import Distribution, Resolution
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
+from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layer import BlobStore, Entry, write_layer
@@ -132,7 +133,8 @@ def _action(root: Path, base: str | None = "oci-layout:base") -> Action:
 
 def _deps(root: Path) -> tuple[Artifact, ...]:
     wheel = _wheel(root)
-    return (Artifact(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel.stat().st_size),)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return (Artifact("wheel", "", "py3-none-any", wheel, digest, wheel.stat().st_size),)
 
 
 def _names(layer: Layer) -> dict[str, int]:
@@ -142,7 +144,7 @@ def _names(layer: Layer) -> dict[str, int]:
 
 def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) -> None:
     resolver = StandIn()
-    outcome = ImageBuilder(resolver).build(_action(repo), _ctx(repo), _deps(repo))
+    outcome = Wrapped(ImageBuilder(resolver)).run(_action(repo), _ctx(repo), _deps(repo))
     assert sorted(resolver.calls) == sorted(PLATFORMS)
     paths = {a.path.relative_to(repo).as_posix() for a in outcome.outputs}
     assert {"dist/images/app/index.json", "dist/images/app/oci-layout"} <= paths
@@ -198,8 +200,8 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
 
 
 def test_two_builds_give_identical_bytes(repo: Path) -> None:
-    first = ImageBuilder(StandIn()).build(_action(repo), _ctx(repo, "one"), _deps(repo))
-    second = ImageBuilder(StandIn()).build(_action(repo), _ctx(repo, "two"), _deps(repo))
+    first = Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo, "one"), _deps(repo))
+    second = Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo, "two"), _deps(repo))
     a = {x.path.relative_to(repo / "one").as_posix(): x.sha256 for x in first.outputs}
     b = {x.path.relative_to(repo / "two").as_posix(): x.sha256 for x in second.outputs}
     differ = sorted(n for n in a.keys() | b.keys() if a.get(n) != b.get(n))
@@ -209,7 +211,7 @@ def test_two_builds_give_identical_bytes(repo: Path) -> None:
 
 @pytest.mark.parametrize("native", [False, True])
 def test_only_platforms_with_equal_sites_share_layers(repo: Path, native: bool) -> None:
-    ImageBuilder(StandIn(native=native)).build(_action(repo), _ctx(repo), _deps(repo))
+    Wrapped(ImageBuilder(StandIn(native=native))).run(_action(repo), _ctx(repo), _deps(repo))
     found = read_layout(repo / "dist" / "images" / "app", [Platform.parse(p) for p in PLATFORMS])
     amd, arm = (image for image, _ in found.values())
     assert (amd.layers[1].descriptor == arm.layers[1].descriptor) is not native
@@ -218,26 +220,34 @@ def test_only_platforms_with_equal_sites_share_layers(repo: Path, native: bool) 
 
 def test_missing_base_or_wheel_is_a_build_error(repo: Path) -> None:
     with pytest.raises(BuildError, match="no base image"):
-        ImageBuilder(StandIn()).build(_action(repo, base=None), _ctx(repo), _deps(repo))
+        Wrapped(ImageBuilder(StandIn())).run(_action(repo, base=None), _ctx(repo), _deps(repo))
     with pytest.raises(BuildError, match="no wheel"):
-        ImageBuilder(StandIn()).build(_action(repo), _ctx(repo), ())
-    docker = dataclasses.replace(_action(repo), image=ImageSettings(base="x", dockerfile="D"))
+        Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), ())
+    docker = dataclasses.replace(
+        _action(repo), image=ImageSettings(base="oci-layout:base", dockerfile="D")
+    )
     with pytest.raises(BuildError, match="Docker engine"):
-        ImageBuilder(StandIn()).build(docker, _ctx(repo), _deps(repo))
+        Wrapped(ImageBuilder(StandIn())).run(docker, _ctx(repo), _deps(repo))
     with pytest.raises(BuildError, match="does not exist"):
-        ImageBuilder(StandIn()).build(_action(repo, "oci-layout:gone"), _ctx(repo), _deps(repo))
+        Wrapped(ImageBuilder(StandIn())).run(
+            _action(repo, "oci-layout:gone"), _ctx(repo), _deps(repo)
+        )
 
 
 def test_the_key_follows_settings_and_base_but_not_the_output_folder(repo: Path) -> None:
     builder = ImageBuilder(StandIn())
-    key = builder.key(_action(repo), _ctx(repo), _deps(repo))
-    assert key == builder.key(_action(repo), _ctx(repo, "elsewhere"), _deps(repo))
-    other = builder.key(_action(repo, "oci-layout:base,rootfs:x;linux/amd64"), _ctx(repo), ())
+    key = Wrapped(builder).key(_action(repo), _ctx(repo), _deps(repo))
+    assert key == Wrapped(builder).key(_action(repo), _ctx(repo, "elsewhere"), _deps(repo))
+    other = Wrapped(builder).key(
+        _action(repo, "oci-layout:base,rootfs:x;linux/amd64"), _ctx(repo), ()
+    )
     assert other != key
     retagged = _action(repo)
     assert retagged.image is not None
     pushed = dataclasses.replace(retagged.image, tags=("other",), hubs=("127.0.0.1:5000/x",))
-    same = builder.key(dataclasses.replace(retagged, image=pushed), _ctx(repo), _deps(repo))
+    same = Wrapped(builder).key(
+        dataclasses.replace(retagged, image=pushed), _ctx(repo), _deps(repo)
+    )
     assert same == key, "where an image is pushed does not change what is built"
 
 
@@ -275,7 +285,7 @@ def test_split_site_reads_record_including_quoted_names(tmp_path: Path) -> None:
 
 
 def test_docker_archives_name_their_tags(repo: Path) -> None:
-    ImageBuilder(StandIn()).build(_action(repo), _ctx(repo), _deps(repo))
+    Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), _deps(repo))
     with tarfile.open(repo / "dist" / "images" / "app-1.2.3-linux_arm64.tar") as tar:
         handle = tar.extractfile("manifest.json")
         assert handle is not None

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action, Plan
 from shipyard.engine.scheduler import (
     Artifact,
     BuildContext,
-    Outcome,
     Slots,
     critical_paths,
     map_parts,
@@ -36,10 +36,12 @@ class Recorder:
         self.lock = threading.Lock()
         self.seen_deps: dict[str, list[str]] = {}
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        return f"hash-{action.id}"
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+        return {"id": action.id}
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         with self.lock:
             self.order.append(action.id)
             self.seen_deps[action.id] = [a.path.name for a in deps]
@@ -50,8 +52,8 @@ class Recorder:
             self.active -= 1
         if action.id in self.fail:
             raise BuildError(action.id, "boom", command=["false"])
-        out = Artifact(Path(f"/out/{action.id}.whl"), "0" * 64, 1)
-        return Outcome(inputs=f"hash-{action.id}", outputs=(out,))
+        out = Artifact("wheel", "", "py3-none-any", Path(f"/out/{action.id}.whl"), "0" * 64, 1)
+        return (out,)
 
 
 def _plan(tmp_path: Path, *actions: Action) -> Plan:
@@ -73,8 +75,8 @@ def test_dependencies_run_first_and_results_keep_plan_order(tmp_path: Path) -> N
     plan = _plan(tmp_path, _action("w"), _action("z", "zipapp", ("w",)))
     results = run_plan(plan, _ctx(tmp_path), {"wheel": wheel, "zipapp": zipapp}, jobs=2)
     assert [(r.action.id, r.status, r.inputs) for r in results] == [
-        ("w", "built", "hash-w"),
-        ("z", "built", "hash-z"),
+        ("w", "built", ActionKey.of("wheel", {"id": "w"}).digest),
+        ("z", "built", ActionKey.of("zipapp", {"id": "z"}).digest),
     ]
     assert wheel.order == ["w"] and zipapp.order == ["z"]
     assert zipapp.seen_deps == {"z": ["w.whl"]}
@@ -171,8 +173,8 @@ class Parts:
         self.peak = 0
         self.lock = threading.Lock()
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        return f"hash-{action.id}"
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+        return {"id": action.id}
 
     def _piece(self, index: int) -> int:
         with self.lock:
@@ -183,11 +185,13 @@ class Parts:
             self.active -= 1
         return index * 10
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         assert map_parts(ctx, self._piece, list(range(self.parts))) == [
             i * 10 for i in range(self.parts)
         ]
-        return Outcome(inputs=f"hash-{action.id}", outputs=())
+        return ()
 
 
 def test_slots_lend_only_what_is_idle() -> None:
@@ -224,16 +228,18 @@ def test_a_slot_given_back_mid_action_starts_the_next_ready_action(tmp_path: Pat
     class Borrower:
         kind = "wheel"
 
-        def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-            return action.id
+        def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+            return {"id": action.id}
 
-        def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+        def build(
+            self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+        ) -> tuple[Artifact, ...]:
             started[action.id] = time.monotonic()
             if action.id == "A":
                 map_parts(ctx, lambda _: time.sleep(0.3), [0, 1])  # two slots for 0.3 s
                 time.sleep(0.6)  # then its own slot only
             time.sleep(sleeps.get(action.id, 0.0))
-            return Outcome(inputs=action.id, outputs=())
+            return ()
 
     plan = _plan(
         tmp_path,

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from shipyard.errors import UsageError
-from shipyard.stamp import ZIP_EPOCH, read_stamp, version_from_describe
+from shipyard.release import ReleaseOptions
+from shipyard.release.pipeline import prepare_release
+from shipyard.stamp import ZIP_EPOCH, choose_version, read_stamp, version_from_describe
 
 
 @pytest.mark.parametrize(
@@ -93,3 +95,30 @@ def test_git_version_without_git_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no git commit"):
         read_stamp(tmp_path, "git", {})
     assert read_stamp(tmp_path, "1.0", {}).epoch == ZIP_EPOCH
+
+
+def test_snapshot_takes_git_describe_as_a_dev_version(repo: Path) -> None:
+    """A snapshot ignores --version, $VERSION and a literal project.version."""
+    _git(repo, "tag", "v1.2.0")
+    stamp = read_stamp(repo, "3.0", {"VERSION": "4.0"}, "5.0", snapshot=True)
+    assert stamp.version == "1.2.0.dev0"
+    assert choose_version("3.0", {"VERSION": "4.0"}, "5.0") == ("5.0", "--version")
+    assert choose_version("3.0", {"VERSION": "4.0"}) == ("4.0", "$VERSION")
+    assert choose_version("git", {}, snapshot=True)[0] == "git"
+
+
+@pytest.mark.parametrize(("env", "flag"), [({}, "2.0"), ({"VERSION": "2.1"}, None), ({}, None)])
+def test_release_chooses_the_version_as_build_does(
+    tmp_path: Path, env: dict[str, str], flag: str | None
+) -> None:
+    """`release` and `build` stamp the same version, even with no git commit here."""
+    manifest = tmp_path / "binaries.yaml"
+    manifest.write_text(
+        "schema: 1\nproject:\n  name: demo\n  version: '1.5'\n"
+        "binaries:\n  app:\n    source: app\n    entrypoint: app.main:main\n"
+    )
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "pyproject.toml").write_text("[project]\nname = 'app'\nversion = '1'\n")
+    built = read_stamp(tmp_path, "1.5", env, flag).version
+    context = prepare_release(manifest, ReleaseOptions(version=flag), env=env)
+    assert context.stamp.version == built

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import marshal
@@ -27,6 +28,7 @@ from shipyard.builders.zipapp import (
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
+from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError
 from shipyard.stamp import Stamp
 from tests.unit.test_resolve import X86, make_wheel, offline_env
@@ -188,7 +190,15 @@ def _wheel(tmp_path: Path, *requires: str) -> Artifact:
     wheel = make_wheel(
         tmp_path / "w", "app", "1.0", files={"app/__init__.py": main}, requires=requires
     )
-    return Artifact(wheel, hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel.stat().st_size)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    return Artifact("wheel", "", "py3-none-any", wheel, digest, wheel.stat().st_size)
+
+
+def _key(
+    builder: ZipappBuilder, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]
+) -> str:
+    """The key the engine computes for `action` from the builder's declared inputs."""
+    return Wrapped(builder).key(action, ctx, deps).digest
 
 
 def _action(*platforms: str) -> Action:
@@ -199,11 +209,11 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
     builder = ZipappBuilder(lambda action: ZipappOptions("app:main"))
     action = _action("linux/amd64", "linux/arm64")
-    outcome = builder.build(action, ctx, (wheel,))
+    outcome = Wrapped(builder).run(action, ctx, (wheel,))
     (artifact,) = outcome.outputs
     assert artifact.path == ctx.dist / "zipapps" / "app-1.2.3.pyz"
     assert artifact.path.stat().st_mode & 0o777 == 0o755
-    assert outcome.inputs == builder.key(action, ctx, (wheel,))
+    assert outcome.inputs == _key(builder, action, ctx, (wheel,))
     env = {**os.environ, boot.ROOT_ENV: str(tmp_path / "cache")}
     done = subprocess.run([artifact.path], env=env, capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout) == (4, "helper\n")
@@ -214,7 +224,7 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
     assert info["created"] == "2023-11-14T22:13:20Z" and info["entrypoint"] == "app:main"
     assert info["distributions"] == {"app": "1.0", "helper": "2.0"}
     first = artifact.path.read_bytes()
-    builder.build(action, ctx, (wheel,))
+    Wrapped(builder).run(action, ctx, (wheel,))
     assert artifact.path.read_bytes() == first
     assert not [p for p in ctx.dist.iterdir() if p.name.startswith(".tmp-")]
 
@@ -222,43 +232,45 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
 def test_native_dependencies_make_one_zipapp_per_platform(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper", "fast")
     builder = ZipappBuilder(lambda action: ZipappOptions("app:main", compress=False))
-    outcome = builder.build(_action("linux/amd64"), ctx, (wheel,))
+    outcome = Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
     assert [a.path.name for a in outcome.outputs] == ["app-1.2.3-linux_amd64.pyz"]
     with zipfile.ZipFile(outcome.outputs[0].path) as archive:
         info = json.loads(archive.read(boot.BUILD_INFO))
     assert (info["platform"], info["extract"]) == ("linux/amd64", ["fast"])
     with pytest.raises(BuildError, match="no wheel of fast for linux/arm64"):
-        builder.build(_action("linux/amd64", "linux/arm64"), ctx, (wheel,))
+        Wrapped(builder).run(_action("linux/amd64", "linux/arm64"), ctx, (wheel,))
 
 
 def test_an_entrypoint_outside_the_resolution_is_a_build_error(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
     builder = ZipappBuilder(lambda action: ZipappOptions("nosuch.cli:main"))
     with pytest.raises(BuildError, match=r"no module nosuch in app's wheel"):
-        builder.build(_action("linux/amd64"), ctx, (wheel,))
+        Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
     assert not (ctx.dist / "zipapps").exists()
 
 
 def test_missing_inputs_are_build_errors_before_anything_runs(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path)
     with pytest.raises(BuildError, match="no entrypoint"):
-        ZipappBuilder().build(_action("linux/amd64"), ctx, (wheel,))
+        Wrapped(ZipappBuilder()).run(_action("linux/amd64"), ctx, (wheel,))
     with pytest.raises(BuildError, match="expected the wheel"):
-        ZipappBuilder(lambda a: ZipappOptions("app:main")).build(_action("linux/amd64"), ctx, ())
+        Wrapped(ZipappBuilder(lambda a: ZipappOptions("app:main"))).run(
+            _action("linux/amd64"), ctx, ()
+        )
 
 
 def test_the_key_follows_options_platforms_stamp_and_wheel(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path)
     plain = ZipappBuilder(lambda a: ZipappOptions("app:main"))
-    key = plain.key(_action("linux/amd64"), ctx, (wheel,))
-    assert plain.key(_action("linux/amd64"), ctx, (wheel,)) == key
-    assert plain.key(_action("linux/arm64"), ctx, (wheel,)) != key
-    other = Artifact(wheel.path, "f" * 64, wheel.size)
-    assert plain.key(_action("linux/amd64"), ctx, (other,)) != key
+    key = _key(plain, _action("linux/amd64"), ctx, (wheel,))
+    assert _key(plain, _action("linux/amd64"), ctx, (wheel,)) == key
+    assert _key(plain, _action("linux/arm64"), ctx, (wheel,)) != key
+    other = dataclasses.replace(wheel, sha256="f" * 64)
+    assert _key(plain, _action("linux/amd64"), ctx, (other,)) != key
     compiled = ZipappBuilder(lambda a: ZipappOptions("app:main", compile=True))
-    assert compiled.key(_action("linux/amd64"), ctx, (wheel,)) != key
+    assert _key(compiled, _action("linux/amd64"), ctx, (wheel,)) != key
     later = BuildContext(ctx.root, ctx.dist, Stamp("1.2.4", None, False, EPOCH), "3.11", ctx.env)
-    assert plain.key(_action("linux/amd64"), later, (wheel,)) != key
+    assert _key(plain, _action("linux/amd64"), later, (wheel,)) != key
 
 
 def test_the_key_follows_the_lock_file_bytes_not_its_path(tmp_path: Path) -> None:
@@ -269,7 +281,7 @@ def test_the_key_follows_the_lock_file_bytes_not_its_path(tmp_path: Path) -> Non
 
     def key(lock: str) -> str:
         builder = ZipappBuilder(lambda a: ZipappOptions("app:main", requirements=Path(lock)))
-        return builder.key(_action("linux/amd64"), ctx, (wheel,))
+        return _key(builder, _action("linux/amd64"), ctx, (wheel,))
 
     assert key("a/lock.txt") == key(str(tmp_path / "b" / "lock.txt"))
     (tmp_path / "b" / "lock.txt").write_text("helper==2.1 --hash=sha256:" + "1" * 64)

@@ -1,3 +1,6 @@
-"""HTTP shared by the registry and package-index clients: the retry policy (`retry`)
-and the TLS, redirect and timeout rules of every request (`transport`).
+"""HTTP shared by the registry and package-index clients, beneath both: the retry policy
+and loop (`retry`), the typed errors (`errors`), and the client that checks TLS, plain
+HTTP and redirects on every request (`transport.Client`). Nothing here knows what a
+registry or an index is: `shipyard.oci.remote.transport` and `shipyard.release.index`
+build on it.
 """

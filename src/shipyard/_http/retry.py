@@ -5,20 +5,28 @@ connection, a time-out, an answer cut short, 429 (honouring Retry-After) and
 500/502/503/504. Any other 4xx is the client's fault and fails at once. Attempts
 and total time are both bounded, so a dead registry or index fails in bounded time.
 `failure_reason` names what went wrong on the wire, for the retry log and errors.
+`Retrier` is the one retry loop of the registry and index clients: it retries the
+transient `RemoteError`s of an operation, logs each retry with its reason on the
+`shipyard._http.retry` logger, and gives up with an error saying how many attempts
+were made.
 """
 
 from __future__ import annotations
 
 import email.utils
 import http.client
+import logging
 import random
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import requests
+
+from shipyard._http.errors import RemoteError
 
 __all__ = [
     "DEFAULT_ATTEMPTS",
@@ -26,11 +34,16 @@ __all__ = [
     "TRANSIENT_ERRORS",
     "TRANSIENT_STATUS",
     "Backoff",
+    "Retrier",
     "RetryPolicy",
     "exception_chain",
     "failure_reason",
     "parse_retry_after",
 ]
+
+_log = logging.getLogger(__name__)
+_log.addHandler(logging.NullHandler())  # the library never prints; the CLI configures logging
+_T = TypeVar("_T")
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 # No answer, a time-out, or a body cut short or undecodable: a later attempt may succeed.
@@ -95,8 +108,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 # An operation fails only when every one of its attempts fails. Most attempts are
 # one request (p = 0.25 of failing); a whole-blob upload is two (POST, then PUT), so
 # q = 1 - 0.75**2 = 0.4375. A release of two images to two hubs and two wheels makes
-# about 200 operations, about 20 of them blob uploads (tests/integration/test_faults.py
-# counts them). With N attempts each:
+# about 200 operations, about 20 of them blob uploads
+# (tests/integration/test_faults_release.py counts them). With N attempts each:
 #
 #   P(release fails) ~ 20 * 0.4375**N + 180 * 0.25**N   must be < 1e-3
 #   N = 5  (the old budget):  20 * 1.6e-2  + 180 * 9.8e-4  ~ 0.5     (fails often)
@@ -190,3 +203,64 @@ class Backoff:
             return False
         self.sleep(delay)
         return True
+
+
+class Retrier:
+    """Runs operations within a `RetryPolicy`, retrying their transient `RemoteError`s.
+
+    `where` (a registry host, or "") prefixes each retry line; `error` is the class
+    of the final error once the budget is spent; `on_retry` is called before each
+    pause (to count retries).
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        *,
+        where: str = "",
+        error: type[RemoteError] = RemoteError,
+        on_retry: Callable[[], None] | None = None,
+    ) -> None:
+        self.policy = policy
+        self._where = where
+        self._error = error
+        self._on_retry = on_retry
+
+    def start(self) -> Backoff:
+        """A fresh budget of attempts, for a loop that calls `pause_or_raise` itself."""
+        return self.policy.start()
+
+    def run(self, op: str, attempt: Callable[[], _T]) -> _T:
+        """Call `attempt` until it returns, retrying its transient RemoteErrors."""
+        backoff = self.policy.start()
+        while True:
+            try:
+                return attempt()
+            except RemoteError as exc:
+                self.pause_or_raise(op, exc, backoff)
+
+    def pause_or_raise(self, op: str, exc: RemoteError, backoff: Backoff) -> None:
+        """After `exc`: log and sleep before a retry, or raise when it is final.
+
+        A non-transient error is raised as it is; a transient one whose budget is
+        spent becomes a final error saying how many attempts were made.
+        """
+        if not exc.transient:
+            raise exc
+        delay = backoff.next_delay(exc.retry_after)
+        if delay is None:
+            detail = f"{exc.detail}; gave up after {backoff.attempt} attempts"
+            raise self._error(self._where, op, detail, status=exc.status, codes=exc.codes) from exc
+        where = f"{self._where}: " if self._where else ""
+        _log.warning(
+            "%s%s: retry %d of %d in %.2f s after: %s",
+            where,
+            op,
+            backoff.attempt,
+            backoff.attempts - 1,
+            delay,
+            exc.detail,
+        )
+        if self._on_retry is not None:
+            self._on_retry()
+        backoff.sleep(delay)

@@ -8,16 +8,17 @@ modules: the keys are computed here, from light modules only.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard import __version__
+from shipyard.artifacts import Artifact, select
+from shipyard.engine.context import BuildContext
+from shipyard.engine.keys import ActionKey, Inputs, Value
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
 from shipyard.engine.sources import tree_hash
-from shipyard.errors import BuildError, UsageError
+from shipyard.errors import UsageError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.keys import GZIP_LEVEL, base_fingerprint
 
@@ -27,11 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ImageKinds",
-    "daemonless_key",
-    "dockerfile_key",
+    "daemonless_inputs",
+    "dockerfile_inputs",
     "dockerfile_path",
     "image_settings",
     "source_url",
+    "stamp_inputs",
+    "wheel_digests",
 ]
 
 
@@ -57,15 +60,17 @@ class ImageKinds:
             self._daemonless = ImageBuilder()
         return self._daemonless
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        """The chosen builder's key, without loading the builder."""
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+        """The chosen builder's declared inputs, without loading the builder."""
         if _uses_engine(action):
-            return dockerfile_key(action, ctx, deps)
-        return daemonless_key(action, ctx, deps, level=GZIP_LEVEL)
+            return dockerfile_inputs(action, ctx, deps)
+        return daemonless_inputs(action, ctx, deps, level=GZIP_LEVEL)
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         """Build with the chosen builder."""
-        return self._pick(action).build(action, ctx, deps)
+        return self._pick(action).build(action, ctx, deps, key)
 
 
 def _uses_engine(action: Action) -> bool:
@@ -89,37 +94,52 @@ def source_url(action: Action, ctx: BuildContext) -> str:
     )
 
 
-def _settings_text(settings: ImageSettings) -> str:
+def wheel_digests(deps: tuple[Artifact, ...]) -> list[str]:
+    """The sha256 of each wheel among an action's inputs, sorted."""
+    return sorted(a.sha256 for a in select(deps, kind="wheel"))
+
+
+def stamp_inputs(ctx: BuildContext) -> dict[str, Value]:
+    """The build stamp as key inputs: version, revision, dirty flag and clock."""
+    stamp = ctx.stamp
+    return {
+        "version": stamp.version,
+        "revision": stamp.revision,
+        "dirty": stamp.dirty,
+        "epoch": stamp.epoch,
+    }
+
+
+def _settings(settings: ImageSettings) -> dict[str, Value]:
     # Hubs and tags say where to push, not what to build: they stay out of the key.
     # Not dataclasses.asdict: the manifest's mappings are read-only proxies it cannot copy.
-    names = [f.name for f in dataclasses.fields(settings) if f.name not in ("hubs", "tags")]
-    values = {name: getattr(settings, name) for name in names}
-    return repr(
-        sorted((k, sorted(v.items()) if isinstance(v, Mapping) else v) for k, v in values.items())
-    )
+    out: dict[str, Value] = {}
+    for f in dataclasses.fields(settings):
+        if f.name in ("hubs", "tags"):
+            continue
+        value = getattr(settings, f.name)
+        out[f.name] = dict(value) if isinstance(value, Mapping) else value
+    return out
 
 
-def daemonless_key(
+def daemonless_inputs(
     action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], *, level: int
-) -> str:
+) -> Inputs:
     """The wheel, platforms, entry point, image settings, base, clock and versions."""
     settings = image_settings(action)
-    parts = [
-        "image",
-        __version__,
-        str(level),
-        *(a.sha256 for a in deps),
-        *action.platforms,
-        action.entrypoint,
-        _settings_text(settings),
-        base_fingerprint(settings.base or "", ctx.root),
-        ctx.python,
-        ctx.stamp.version,
-        ctx.stamp.revision or "",
-        str(ctx.stamp.epoch),
-        source_url(action, ctx),
-    ]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return {
+        "builder": "daemonless",
+        "shipyard": __version__,
+        "gzip_level": level,
+        "wheels": wheel_digests(deps),
+        "platforms": list(action.platforms),
+        "entrypoint": action.entrypoint,
+        "settings": _settings(settings),
+        "base": base_fingerprint(settings.base or "", ctx.root),
+        "python": ctx.python,
+        "stamp": stamp_inputs(ctx),
+        "source_url": source_url(action, ctx),
+    }
 
 
 def dockerfile_path(action: Action, ctx: BuildContext) -> Path:
@@ -127,26 +147,23 @@ def dockerfile_path(action: Action, ctx: BuildContext) -> Path:
     assert action.image is not None and action.image.dockerfile
     path = (ctx.root / action.image.dockerfile).resolve()
     if not path.is_relative_to(ctx.root) or not path.is_file():
-        raise BuildError(action.id, f"no Dockerfile at {action.image.dockerfile}")
+        raise UsageError(f"no Dockerfile at {action.image.dockerfile}")
     return path
 
 
-def dockerfile_key(action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-    """The Dockerfile's folder, the wheel, platforms, settings, clock and versions."""
+def dockerfile_inputs(action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+    """The Dockerfile's folder, the wheel, platforms, settings (with the Dockerfile's
+    path), clock and versions.
+
+    A hostile build context (a symlink out of the repository) fails here as bad input.
+    """
     dockerfile = dockerfile_path(action, ctx)
-    try:
-        return tree_hash(
-            dockerfile.parent,
-            "dockerfile",
-            __version__,
-            ctx.stamp.version,
-            str(ctx.stamp.epoch),
-            dockerfile.name,
-            ",".join(action.platforms),
-            *(a.sha256 for a in deps),
-            repr(action.image),
-            root=ctx.root,
-            git=ctx.git,
-        )
-    except UsageError as exc:  # a hostile build context: bad input, exit 2
-        raise BuildError(action.id, str(exc)) from exc
+    return {
+        "builder": "dockerfile",
+        "shipyard": __version__,
+        "context": tree_hash(dockerfile.parent, root=ctx.root, git=ctx.git),
+        "wheels": wheel_digests(deps),
+        "platforms": list(action.platforms),
+        "settings": _settings(image_settings(action)),
+        "stamp": stamp_inputs(ctx),
+    }

@@ -15,15 +15,26 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from shipyard import __version__
-from shipyard._fs import TEMP_PREFIX, publish_file, sha256_file
+from shipyard._fs import publish_file, sha256_file
+from shipyard.artifacts import Artifact, Distribution, Metadata
+from shipyard.builders.kinds import stamp_inputs
+from shipyard.dist import action_log, temp_prefix, wheel_file
+from shipyard.engine.context import BuildContext
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.engine.proc import run_logged
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
 from shipyard.engine.sources import tree_hash
-from shipyard.errors import BuildError, ShipyardError, UsageError
+from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import ZIP_EPOCH, Stamp
 
-__all__ = ["BUILD_INFO", "WheelBuilder", "build_env", "build_info", "normalize_wheel"]
+__all__ = [
+    "BUILD_INFO",
+    "WheelBuilder",
+    "build_env",
+    "build_info",
+    "normalize_wheel",
+    "wheel_metadata",
+]
 
 # Written into the wheel's .dist-info; programs read it with importlib.metadata.
 BUILD_INFO = "shipyard_build.json"
@@ -134,38 +145,29 @@ class WheelBuilder:
 
     kind = "wheel"
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
         """Source files, version, clock, shipyard's version and the building Python.
 
         A source that no build may read (a symlink out of the repository, a pipe
         or device file) fails here, before the backend runs, as bad input (exit 2).
         """
-        try:
-            return tree_hash(
-                action.source,
-                "wheel",
-                __version__,
-                ctx.stamp.version,
-                str(ctx.stamp.epoch),
-                ctx.stamp.revision or "",
-                str(ctx.stamp.dirty),
-                "{}.{}".format(*sys.version_info[:2]),
-                exclude=action.nested,
-                root=ctx.root,
-                git=ctx.git,
-            )
-        except UsageError as exc:
-            raise BuildError(action.id, str(exc)) from exc
+        return {
+            "shipyard": __version__,
+            "source": tree_hash(action.source, exclude=action.nested, root=ctx.root, git=ctx.git),
+            "stamp": stamp_inputs(ctx),
+            "python": "{}.{}".format(*sys.version_info[:2]),
+        }
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         """Build, normalise and publish the wheel into dist/wheels/."""
-        inputs = self.key(action, ctx, deps)
         ctx.logs.mkdir(parents=True, exist_ok=True)
-        log = ctx.logs / f"wheel-{'_'.join(action.binaries)}.log"
+        log = action_log(ctx.dist, self.kind, action.binaries)
         command = [sys.executable, "-m", "build", "--wheel"]
         if shutil.which("uv") or _has_module("uv"):
             command += ["--installer", "uv"]
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "wheel-", dir=ctx.dist) as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("wheel"), dir=ctx.dist) as tmp:
             out = Path(tmp) / "out"
             command += ["--outdir", str(out), str(action.source)]
             # The front end's isolated environments go inside our temporary, so a
@@ -186,11 +188,50 @@ class WheelBuilder:
             try:
                 normalize_wheel(built[0], normalised, ctx.stamp.epoch, build_info(ctx.stamp))
             except (ShipyardError, zipfile.BadZipFile) as exc:
-                raise BuildError(action.id, f"the PEP 517 backend's wheel: {exc}", log=log) from exc
-            target = ctx.dist / "wheels" / built[0].name
+                raise ShipyardError(f"the PEP 517 backend's wheel: {exc}") from exc
+            about = wheel_metadata(normalised)
+            target = wheel_file(ctx.dist, built[0].name)
             publish_file(normalised, target)
-        artifact = Artifact(target, sha256_file(target), target.stat().st_size)
-        return Outcome(inputs, (artifact,), log)
+        tags, own = about
+        artifact = Artifact(
+            "wheel",
+            "",
+            tags,
+            target,
+            sha256_file(target),
+            target.stat().st_size,
+            Metadata(wheel=own),
+        )
+        return (artifact,)
+
+
+def wheel_metadata(wheel: Path) -> tuple[str, Distribution]:
+    """A wheel's sorted tags (`py3-none-any`) and its name and version, from its
+    .dist-info (WHEEL and METADATA), not from its file name."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next((n for n in names if re.fullmatch(r"[^/]+\.dist-info/WHEEL", n)), None)
+        meta = next((n for n in names if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)), None)
+        if info is None or meta is None:
+            raise ShipyardError(f"{wheel.name}: no .dist-info/WHEEL or METADATA")
+        wheel_text = archive.read(info).decode("utf-8", "replace")
+        meta_text = archive.read(meta).decode("utf-8", "replace")
+    tags = sorted(_header_values(wheel_text, "tag"))
+    name = next(iter(_header_values(meta_text, "name")), "?")
+    version = next(iter(_header_values(meta_text, "version")), "?")
+    return ".".join(tags), Distribution(name, version)
+
+
+def _header_values(text: str, key: str) -> list[str]:
+    """The values of the email-style header `key` (case-insensitive) before the body."""
+    found = []
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        name, sep, value = line.partition(":")
+        if sep and name.strip().lower() == key:
+            found.append(value.strip())
+    return found
 
 
 def _cause(log: Path) -> str:

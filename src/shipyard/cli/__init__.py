@@ -10,17 +10,21 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard import __version__
-from shipyard.builders import BUILDERS
-from shipyard.cli._console import Display
-from shipyard.engine import Plan, Selection, make_plan, report_json, split_flag
-from shipyard.engine.cache.local import ActionCache, default_cache_dir
-from shipyard.engine.plan import shard
-from shipyard.engine.run import BuildOptions, execute
+from shipyard.engine.cache.local import default_cache_dir
+from shipyard.engine.plan import Selection, make_plan, split_flag
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.manifest import Manifest, find_manifest, json_schema, load_manifest
-from shipyard.stamp import read_stamp
+from shipyard.manifest import find_manifest, load_manifest
+
+if TYPE_CHECKING:
+    from shipyard.engine.plan import Plan
+    from shipyard.manifest import Manifest
+
+# Each command imports what it needs when it runs: `check`, `plan`, `schema` and
+# `--version` never load the builders, oci, the HTTP clients or the release stages
+# (tests/unit/test_cli_imports.py), so they start fast and work in the zipapp.
 
 __all__ = ["main", "parser", "run"]
 
@@ -152,6 +156,13 @@ def _build(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_plan(plan, args.json)
         return 0
+    from shipyard.builders import BUILDERS
+    from shipyard.cli._console import Display
+    from shipyard.engine.plan import shard
+    from shipyard.engine.report import report_json
+    from shipyard.engine.run import BuildOptions, execute
+    from shipyard.stamp import read_stamp
+
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: give at least 1")
     stamp = read_stamp(manifest.root, manifest.project.version, os.environ, args.release_version)
@@ -196,6 +207,8 @@ def _size(text: str) -> int:
 
 
 def _cache(args: argparse.Namespace) -> int:
+    from shipyard.engine.cache.local import ActionCache
+
     cache = ActionCache(default_cache_dir(args.cache_dir, os.environ))
     if args.action == "prune":
         pruned = cache.prune(_size(args.max_size))
@@ -211,16 +224,23 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> int:
+    from shipyard.artifacts import select
+    from shipyard.dist import dist_dir, image_layout, report_file
+    from shipyard.engine.report import read_artifacts
     from shipyard.oci.remote.push import Publisher
 
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
     publisher = Publisher(on_step=lambda line: print(line, file=sys.stderr))
+    dist = dist_dir(manifest.root)
+    built = read_artifacts(report_file(dist), manifest.root) or ()
     pushed = 0
     for binary in plan.binaries:
         if "image" not in binary.outputs:
             continue
-        layout = manifest.root / "dist" / "images" / binary.name
+        # The image the last build reported; else where the image builder writes it.
+        images = select(built, kind="image", binary=binary.name)
+        layout = images[0].path.parent if images else image_layout(dist, binary.name)
         if not (layout / "index.json").is_file():
             raise UsageError(
                 f"{binary.name}: no image in {layout}; run `shipyard build "
@@ -273,6 +293,8 @@ def _release(args: argparse.Namespace) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
+        from shipyard.manifest import json_schema
+
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "check":

@@ -1,4 +1,9 @@
-"""dist/report.json: every action with its inputs hash, outputs, status and time."""
+"""dist/report.json: every action with its inputs hash, outputs, status and time.
+
+Each output is a typed artifact (`shipyard.artifacts`): path, sha256, size,
+kind, binary, platform and metadata; `read_artifacts` reads them back, so push
+and release find what a build made without parsing file names.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +13,40 @@ from pathlib import Path
 from typing import Any
 
 from shipyard._fs import atomic_write
+from shipyard.artifacts import Artifact
+from shipyard.dist import report_file, trace_file
 from shipyard.engine.plan import Plan
 from shipyard.engine.scheduler import BuildContext, Result
 
-__all__ = ["report_json", "trace_json", "write_report"]
+__all__ = ["read_artifacts", "report_json", "trace_json", "write_report"]
 
 
 def _rel(path: Path, root: Path) -> str:
     # By strings: a no-op build reports every output, and pathlib's parsing shows.
     text, top = str(path), str(root).rstrip("/") + "/"
     return text[len(top) :] if text.startswith(top) else text
+
+
+def read_artifacts(report: Path, root: Path) -> tuple[Artifact, ...] | None:
+    """The artifacts of the built and cached actions in the report at `report`.
+
+    None when there is no readable report; outputs of another shape (a report
+    written by an older shipyard) are left out.
+    """
+    try:
+        actions = json.loads(report.read_bytes())["actions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    found: list[Artifact] = []
+    for action in actions if isinstance(actions, list) else ():
+        if not isinstance(action, dict) or action.get("status") not in ("built", "cached"):
+            continue
+        for output in action.get("outputs") or ():
+            try:
+                found.append(Artifact.from_json(output, root))
+            except ValueError:
+                continue
+    return tuple(found)
 
 
 def report_json(
@@ -50,10 +79,7 @@ def report_json(
                     round(r.duration, 3) if r.status == "built" else earlier.get(r.action.id)
                 ),
                 "inputs": r.inputs,
-                "outputs": [
-                    {"path": _rel(a.path, root), "sha256": a.sha256, "size": a.size}
-                    for a in r.outputs
-                ],
+                "outputs": [a.to_json(root) for a in r.outputs],
                 "log": _rel(r.log, root) if r.log else None,
             }
             for r in results
@@ -69,12 +95,12 @@ def write_report(
     build_seconds: Mapping[str, float] | None = None,
 ) -> Path:
     """Write dist/report.json atomically and return its path."""
-    path = ctx.dist / "report.json"
+    path = report_file(ctx.dist)
     data = report_json(plan, results, ctx, build_seconds)
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     atomic_write(path, text.encode())
     trace = json.dumps(trace_json(results), separators=(",", ":")) + "\n"
-    atomic_write(ctx.dist / "trace.json", trace.encode())
+    atomic_write(trace_file(ctx.dist), trace.encode())
     return path
 
 

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import exclusive, remove_stale_temps
+from shipyard.dist import dist_dir, lock_file, report_file
 from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache
 from shipyard.engine.plan import Plan
 from shipyard.engine.proc import reset
 from shipyard.engine.report import write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
 from shipyard.engine.sources import GitIgnored
+from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 
 __all__ = ["BuildOptions", "BuildRun", "execute"]
@@ -76,7 +78,7 @@ def execute(
     ends the running subprocesses, and their builders remove their temporaries.
     """
     root = plan.manifest.root
-    dist = root / "dist"
+    dist = dist_dir(root)
     build_env = dict(os.environ if env is None else env)
     if options.cache_dir is not None:
         # Builders with caches of their own (base image blobs) keep them beside ours.
@@ -84,7 +86,7 @@ def execute(
     ctx = BuildContext(
         root, dist, stamp, plan.manifest.project.python, build_env, git=GitIgnored(root)
     )
-    chosen: dict[str, Builder] = dict(builders)
+    chosen: dict[str, Builder | Wrapped] = dict(builders)
     if options.cache_dir is not None:
         cache: OutputCache = ActionCache(options.cache_dir)
         if options.remote:
@@ -94,8 +96,8 @@ def execute(
             host, repository = parse_cache_url(options.remote)
             cache = TieredCache(cache, RemoteCache(default_registry(host), repository))
         chosen = {k: CachingBuilder(b, cache, force=options.force) for k, b in builders.items()}
-    with exclusive(dist / ".lock"):
-        durations = previous_durations(dist / "report.json")
+    with exclusive(lock_file(dist)):
+        durations = previous_durations(report_file(dist))
         remove_stale_temps(dist)
         reset()
         try:

@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import Literal
 
+from shipyard.artifacts import Artifact
+from shipyard.engine.context import BuildContext, Builder, Outcome, Slots, map_parts
 from shipyard.engine.plan import Action, Plan
 from shipyard.engine.proc import terminate_all
-from shipyard.engine.sources import GitIgnored
+from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError, ShipyardError
-from shipyard.stamp import Stamp
 
 __all__ = [
     "Artifact",
@@ -32,100 +32,6 @@ __all__ = [
 ]
 
 Status = Literal["built", "cached", "skipped", "failed"]
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """One file an action produced."""
-
-    path: Path
-    sha256: str
-    size: int
-
-
-class Slots:
-    """The -j budget, shared by the scheduler and the builders: make's jobserver, in-process.
-
-    The scheduler holds one slot per running action. A builder that can do parts
-    of its action at once (one resolve or docker build per platform) borrows the
-    slots it finds idle and never waits for one: so -j1 does one thing at a
-    time, and -j2 with a single action left gives that action both cores.
-    """
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self._free = total
-        self._borrowed = 0
-        self._lock = threading.Lock()
-
-    def take(self) -> bool:
-        """Take one slot for an action if one is free."""
-        with self._lock:
-            if self._free == 0:
-                return False
-            self._free -= 1
-            return True
-
-    def give(self, count: int = 1) -> None:
-        """Give back slots taken or borrowed."""
-        with self._lock:
-            self._free += count
-
-    @property
-    def lent(self) -> bool:
-        """Whether builders hold borrowed slots (the scheduler then looks for them back)."""
-        with self._lock:
-            return self._borrowed > 0
-
-    @contextmanager
-    def borrow(self, wanted: int) -> Iterator[int]:
-        """Up to `wanted` idle slots (maybe 0) for the length of the block."""
-        with self._lock:
-            got = max(0, min(wanted, self._free))
-            self._free -= got
-            self._borrowed += got
-        try:
-            yield got
-        finally:
-            with self._lock:
-                self._free += got
-                self._borrowed -= got
-
-
-def map_parts(ctx: BuildContext, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-    """`fn` over `items` in order: the action's own slot plus any idle ones at once
-    (all of `items` at once when the context has no job budget, as in tests)."""
-    if ctx.slots is None:
-        return _map(fn, items, len(items))
-    with ctx.slots.borrow(len(items) - 1) as extra:
-        return _map(fn, items, 1 + extra)
-
-
-def _map(fn: Callable[[_T], _R], items: Sequence[_T], width: int) -> list[_R]:
-    if width <= 1 or len(items) <= 1:
-        return [fn(item) for item in items]
-    with ThreadPoolExecutor(max_workers=width) as pool:
-        return list(pool.map(fn, items))
-
-
-@dataclass(frozen=True)
-class BuildContext:
-    """Everything a builder may read: the edge's decisions, passed down."""
-
-    root: Path
-    dist: Path
-    stamp: Stamp
-    python: str
-    env: Mapping[str, str]
-    git: GitIgnored | None = field(default=None, compare=False)
-    slots: Slots | None = field(default=None, compare=False)
-
-    @property
-    def logs(self) -> Path:
-        """Where each action's log file goes."""
-        return self.dist / "logs"
 
 
 @dataclass(frozen=True)
@@ -145,30 +51,6 @@ class Result:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What a builder returns: its inputs hash (the action key) and the files it wrote."""
-
-    inputs: str
-    outputs: tuple[Artifact, ...]
-    log: Path | None = None
-    cached: bool = False
-
-
-class Builder(Protocol):
-    """Builds one kind of action."""
-
-    kind: str
-
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        """The hash of every declared input of `action`: equal keys, equal outputs."""
-        ...
-
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
-        """Run `action` given its dependencies' outputs; raise BuildError on failure."""
-        ...
-
-
-@dataclass(frozen=True)
 class Event:
     """Progress news for a display: an action started or finished."""
 
@@ -183,12 +65,12 @@ class _State:
 
 
 def _run_one(
-    builder: Builder, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], t0: float
+    runner: Wrapped, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], t0: float
 ) -> Result:
     start = time.monotonic()
     worker = threading.get_ident()
     try:
-        outcome = builder.build(action, ctx, deps)
+        outcome = runner.run(action, ctx, deps)
     except BuildError as exc:
         cause = exc.__cause__
         code = cause.exit_code if isinstance(cause, ShipyardError) else exc.exit_code
@@ -250,7 +132,7 @@ def critical_paths(plan: Plan, durations: Mapping[str, float] | None = None) -> 
 def run_plan(
     plan: Plan,
     ctx: BuildContext,
-    builders: Mapping[str, Builder],
+    builders: Mapping[str, Builder | Wrapped],
     *,
     jobs: int | None = None,
     keep_going: bool = False,
@@ -258,6 +140,9 @@ def run_plan(
     durations: Mapping[str, float] | None = None,
 ) -> list[Result]:
     """Run every action once its dependencies are built; return results in plan order.
+
+    A plain builder is wrapped (`Wrapped`: key once, errors translated, no
+    cache); a wrapped one (with a cache) runs as it is.
 
     Ready actions start in order of their critical path (see `critical_paths`,
     fed with `durations` from an earlier build when there is one). Fails fast by
@@ -269,6 +154,7 @@ def run_plan(
         raise ShipyardError(
             f"no builder for output kind(s) {', '.join(missing)} in this shipyard version"
         )
+    runners = {k: b if isinstance(b, Wrapped) else Wrapped(b) for k, b in builders.items()}
     state = _State()
     paths = critical_paths(plan, durations)
     pending = sorted(plan.actions, key=lambda a: -paths[a.id])  # stable: plan order on ties
@@ -301,7 +187,7 @@ def run_plan(
                     pending.remove(action)
                     on_event(Event(action))
                     deps = tuple(a for d in action.deps for a in state.results[d].outputs)
-                    future = pool.submit(_run_one, builders[action.kind], action, ctx, deps, t0)
+                    future = pool.submit(_run_one, runners[action.kind], action, ctx, deps, t0)
                     state.running[future] = action
             if not state.running:
                 # Only reachable when a dependency is outside the plan: say so, don't spin.

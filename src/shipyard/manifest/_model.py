@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS
+from shipyard.oci.basespec import parse_base
 
 __all__ = [
     "HOST_OS",
@@ -76,13 +77,12 @@ def _no_controls(value: str) -> str:
 Line = Annotated[str, AfterValidator(_one_line)]
 Text = Annotated[str, AfterValidator(_no_controls)]
 
-# The OCI distribution grammar, as shipyard.oci.remote.reference checks it again before
-# any request (that package is not imported here: it pulls in the HTTP client).
+# The OCI distribution grammar for hubs, as shipyard.oci.remote.reference checks it again
+# before any request. image.base is parsed by shipyard.oci.basespec (no HTTP stack).
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 _LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _HOST = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-fA-F:.]+\])(?::(?P<port>[0-9]{{1,5}}))?")
-_DIGEST = re.compile(r"sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128}")
 _MAX_REPOSITORY = 255
 # The image config's User: a name or id, optionally with a group name or id.
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})?")
@@ -127,20 +127,9 @@ def _hub(value: str) -> str:
 
 
 def _base(value: str) -> str:
-    if value.startswith("oci-layout:"):
-        if not value.removeprefix("oci-layout:"):
-            raise ValueError("write oci-layout:PATH")
-        return _one_line(value)
-    rest, at, digest = value.partition("@")
-    if at and not _DIGEST.fullmatch(digest):
-        raise ValueError("a digest is sha256:<64 hex> or sha512:<128 hex>")
-    _, path = _registry(rest)
-    name, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
-    if not name:
-        raise ValueError("name the repository: host[:port]/path[:tag][@digest]")
-    _repository(name)
-    if colon:
-        _tag(tag)
+    # The one parser of image.base, which the action key and the loader use too;
+    # its InvalidBase is a ValueError, so pydantic reports it as this key's problem.
+    parse_base(value)
     return value
 
 
@@ -173,7 +162,9 @@ class ImageDoc(_Strict):
     """How a binary's OCI image is made and where it is pushed."""
 
     base: BaseImage | None = Field(
-        None, description="Base image: registry reference or oci-layout:PATH"
+        None,
+        description="Base image: oci-layout:PATH, docker-archive:PATH, rootfs:PATH;PLATFORM "
+        "or HOST[:PORT]/REPO[:TAG][@DIGEST]; comma-separate several",
     )
     hubs: list[Hub] | None = Field(None, description="Registries/repositories to push to")
     tags: list[Tag] | None = Field(None, description="Tags to push; ${VERSION} available")

@@ -1,12 +1,15 @@
 """Base images: read from an OCI layout, a docker-archive, a rootfs tarball or a registry.
 
-A base names one or more sources, separated by commas:
+A base names one or more sources, separated by commas (`basespec` parses them:
+the same parser `shipyard check` and the action key use):
 
     oci-layout:PATH                 an OCI image layout (a multi-arch index is searched)
     docker-archive:PATH             a tarball from `docker save`
     rootfs:PATH;PLATFORM            a root file system tar (gzip or plain) for one platform
     REGISTRY/REPOSITORY[:TAG|@DIGEST]   a registry reference
 
+Layouts and registries may hold either family of media types, OCI or Docker
+schema 2 (what `docker push` writes); the image built on them is OCI.
 Each requested platform takes the first source that has it. Layer blobs are
 used as they are, never re-compressed: a layout's blobs in place, others from
 the blob store (the cache), where blobs are kept by digest. Every image's
@@ -26,11 +29,13 @@ from platformdirs import user_cache_dir
 
 from shipyard.errors import UsageError
 from shipyard.oci.archive import read_docker_archive
+from shipyard.oci.basespec import BaseSource, BaseSpec, parse_base
 from shipyard.oci.keys import base_fingerprint
 from shipyard.oci.layer import BlobStore, check_base_layers, layer_from_tarball
 from shipyard.oci.layout import find_images, read_layout
-from shipyard.oci.model import CONFIG, Config, Descriptor, History, Image, OCIError, Platform
-from shipyard.oci.remote.reference import parse_reference
+from shipyard.oci.mediatypes import is_index, is_manifest
+from shipyard.oci.model import Config, Descriptor, History, Image, OCIError, Platform
+from shipyard.oci.remote.reference import Reference
 
 __all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "blob_store", "load_base"]
 
@@ -63,65 +68,82 @@ def _from_rootfs(path: Path, platform: Platform, store: BlobStore) -> Base:
     return Base(image, f"rootfs:{path.name}", "")
 
 
-def _path(root: Path, text: str, source: str) -> Path:
-    path = (root / text).resolve()
+def _path(root: Path, source: BaseSource) -> Path:
+    path = source.location(root).resolve()
     if not path.exists():
         raise UsageError(f"base image {source}: {path} does not exist; build or fetch it first")
     return path
 
 
+def _from_source(
+    source: BaseSource,
+    missing: Sequence[Platform],
+    root: Path,
+    store: BlobStore,
+    env: Mapping[str, str],
+) -> dict[Platform, Base]:
+    name = str(source)
+    if source.kind == "oci-layout":
+        layout = read_layout(_path(root, source), missing)
+        return {p: Base(image, name, digest) for p, (image, digest) in layout.items()}
+    if source.kind == "docker-archive":
+        images = read_docker_archive(_path(root, source), store)
+        return {p: Base(i, name, "") for p in missing for i in images if p.matches(i.platform)}
+    if source.kind == "rootfs" and source.platform is not None:
+        chosen = source.platform
+        wants = [p for p in missing if p.matches(chosen)]
+        if not wants:
+            return {}
+        return dict.fromkeys(wants, _from_rootfs(_path(root, source), chosen, store))
+    assert source.reference is not None
+    return _from_registry(source.reference, missing, store, env)
+
+
 def load_base(
-    text: str,
+    base: str | BaseSpec,
     platforms: Sequence[str],
     *,
     root: Path,
     store: BlobStore,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Base]:
-    """The base image for each of `platforms` (`linux/arm64`, ...) from the base `text`."""
+    """The base image for each of `platforms` (`linux/arm64`, ...) from the base `base`.
+
+    `base` is an `image.base` value, as text (parsed here) or parsed (`BaseSpec`).
+    """
     env = os.environ if env is None else env
+    spec = parse_base(base) if isinstance(base, str) else base
     wanted = [Platform.parse(p) for p in platforms]
     found: dict[Platform, Base] = {}
-    for source in (s.strip() for s in text.split(",") if s.strip()):
+    for source in spec.sources:
         missing = [p for p in wanted if p not in found]
-        kind, _, rest = source.partition(":")
-        if kind == "oci-layout":
-            layout = read_layout(_path(root, rest, source), missing)
-            got = {p: Base(image, source, digest) for p, (image, digest) in layout.items()}
-        elif kind == "docker-archive":
-            images = read_docker_archive(_path(root, rest, source), store)
-            got = {p: Base(i, source, "") for p in missing for i in images if p.matches(i.platform)}
-        elif kind == "rootfs":
-            file, sep, which = rest.rpartition(";")
-            if not sep:
-                raise UsageError(f"base image {source}: write rootfs:PATH;PLATFORM")
-            chosen = Platform.parse(which)
-            wants = [p for p in missing if p.matches(chosen)]
-            got = dict.fromkeys(wants, _from_rootfs(_path(root, file, source), chosen, store))
-        else:
-            got = _from_registry(source, missing, store, env)
-        for platform, base in got.items():
-            found.setdefault(platform, base)
+        if missing:
+            for platform, got in _from_source(source, missing, root, store, env).items():
+                found.setdefault(platform, got)
     absent = [str(p) for p in wanted if p not in found]
     if absent:
-        raise OCIError(f"base image {text} has no image for {', '.join(absent)}")
+        raise OCIError(f"base image {spec} has no image for {', '.join(absent)}")
     checked: set[tuple[str, ...]] = set()
-    for base in found.values():
-        chain = tuple(layer.descriptor.digest for layer in base.image.layers)
+    for each in found.values():
+        chain = tuple(layer.descriptor.digest for layer in each.image.layers)
         if chain not in checked:
             try:
-                check_base_layers(base.image.layers, store)
+                check_base_layers(each.image.layers, store)
             except OCIError as exc:  # the same type: an unsafe layer is bad input (exit 2)
-                raise type(exc)(f"base image {base.name}: {exc}") from None
+                raise type(exc)(f"base image {each.name}: {exc}") from None
             checked.add(chain)
     return {str(p): found[p] for p in wanted}
 
 
 def _from_registry(
-    source: str, wanted: Sequence[Platform], store: BlobStore, env: Mapping[str, str]
+    ref: Reference, wanted: Sequence[Platform], store: BlobStore, env: Mapping[str, str]
 ) -> dict[Platform, Base]:
-    """Manifests from the registry every time (tags move); blobs only when not in the store."""
-    ref = parse_reference(source)
+    """Manifests from the registry every time (tags move); blobs only when not in the store.
+
+    Indexes and manifests of either family come from /manifests/; everything else a
+    manifest names (the config, OCI or Docker's `container.image.v1`, and the layers)
+    is a blob, from /blobs/ into the store.
+    """
     from shipyard.oci.remote.registry import Registry  # the HTTP stack only for registry bases
 
     # A base registry is not a push target: only credentials configured for its own
@@ -132,10 +154,10 @@ def _from_registry(
 
     def fetch(desc: Descriptor) -> bytes:
         if desc.digest not in seen:
-            if desc.media_type == CONFIG or not desc.media_type.endswith("json"):
-                seen[desc.digest] = locate(desc).read_bytes()
-            else:
+            if is_index(desc.media_type) or is_manifest(desc.media_type):
                 seen[desc.digest] = registry.get_manifest(ref.repository, desc.digest)[0]
+            else:
+                seen[desc.digest] = locate(desc).read_bytes()
         return seen[desc.digest]
 
     def locate(desc: Descriptor) -> Path:

@@ -1,7 +1,8 @@
 """What identifies an image's inputs without loading them: for action keys.
 
-Kept apart from the layer and base modules (tar, gzip, the OCI model) because a
-no-op build computes every image key and loads none of those.
+Kept apart from the layer and base modules (tar, gzip, layouts) because a no-op
+build computes every image key and loads none of those; the base text is read by
+the one parser the manifest validator uses (`basespec`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 from pathlib import Path
 
 from shipyard._fs import sha256_file
+from shipyard.oci.basespec import FILE_KINDS, BaseSpec, parse_base
 
 __all__ = ["GZIP_LEVEL", "base_fingerprint"]
 
@@ -17,18 +19,20 @@ __all__ = ["GZIP_LEVEL", "base_fingerprint"]
 GZIP_LEVEL = 6
 
 
-def base_fingerprint(text: str, root: Path) -> str:
+def base_fingerprint(base: str | BaseSpec, root: Path) -> str:
     """What identifies a base's content without loading it, for action keys.
 
-    A layout's index.json, an archive's or rootfs's bytes; a registry reference
-    as written (resolving it would need the network).
+    The base as parsed (`basespec`), plus a layout's index.json, an archive's or
+    rootfs's bytes; a registry reference as written (resolving it would need the
+    network). No base (empty text) has a fingerprint of its own.
     """
-    digest = hashlib.sha256(text.encode())
-    for source in (s.strip() for s in text.split(",") if s.strip()):
-        kind, _, rest = source.partition(":")
-        path = root / rest.rpartition(";")[0] if kind == "rootfs" else root / rest
-        if kind == "oci-layout":
-            path = path / "index.json"
-        if kind in ("oci-layout", "docker-archive", "rootfs"):
+    if isinstance(base, str):
+        if not base.strip():
+            return hashlib.sha256(b"").hexdigest()
+        base = parse_base(base)
+    digest = hashlib.sha256(str(base).encode())
+    for source in base.sources:
+        if source.kind in FILE_KINDS:
+            path = source.content_file(root)
             digest.update(sha256_file(path).encode() if path.is_file() else b"missing")
     return digest.hexdigest()

@@ -17,10 +17,14 @@ from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX
 from shipyard.oci.layer import BlobStore
+from shipyard.oci.mediatypes import (
+    is_foreign_layer,
+    is_index,
+    is_manifest,
+    is_schema1,
+    oci_layer_type,
+)
 from shipyard.oci.model import (
-    INDEX,
-    LAYER_GZIP,
-    MANIFEST,
     Config,
     Descriptor,
     History,
@@ -40,15 +44,18 @@ from shipyard.oci.model import (
 )
 
 __all__ = [
-    "DOCKER_LIST",
-    "DOCKER_MANIFEST",
     "LAYOUT_VERSION",
     "REF_NAME",
+    "blob_file",
     "find_images",
     "image_blobs",
     "image_from_json",
     "index_blobs",
+    "index_entries",
+    "layout_tops",
+    "manifest_blobs",
     "put_blob",
+    "read_blob",
     "read_layout",
     "replace_dir",
     "write_layout",
@@ -58,10 +65,6 @@ LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
 REF_NAME = "org.opencontainers.image.ref.name"
 
 Blobs = dict[str, bytes | Path]
-DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-# Same bytes, older name: a Docker gzip layer is an OCI gzip layer.
-_LAYER_ALIASES = {"application/vnd.docker.image.rootfs.diff.tar.gzip": LAYER_GZIP}
 _RUNTIME_KEYS = {
     "Env": "env",
     "Entrypoint": "entrypoint",
@@ -182,8 +185,13 @@ def image_from_json(
         layers = []
         for doc, diff_id in zip(raw_layers, diff_ids, strict=True):
             desc = Descriptor.from_json(doc)
-            kind = _LAYER_ALIASES.get(desc.media_type, desc.media_type)
-            desc = Descriptor(kind, desc.digest, desc.size)
+            if is_foreign_layer(desc.media_type):
+                raise OCIError(
+                    f"layer {desc.digest} is foreign ({desc.media_type}): its blob is not "
+                    "in the image; use a base without foreign layers (Linux bases have none)"
+                )
+            # Same bytes, older name: a Docker gzip layer is an OCI gzip layer.
+            desc = Descriptor(oci_layer_type(desc.media_type), desc.digest, desc.size)
             layers.append(Layer(desc, str(diff_id), locate(desc)))
         history = tuple(
             History(
@@ -211,15 +219,57 @@ def image_from_json(
         raise OCIError(f"malformed image manifest or config: {exc!r}") from None
 
 
-def _read_blob(layout: Path, desc: Descriptor) -> bytes:
+def layout_tops(layout: Path) -> tuple[Descriptor, ...]:
+    """The descriptors `index.json` of the layout at `layout` lists (images or indexes)."""
+    try:
+        top = json.loads((layout / "index.json").read_bytes())
+        return tuple(Descriptor.from_json(entry) for entry in top.get("manifests") or [])
+    except (OSError, ValueError, AttributeError, OCIError) as exc:
+        raise OCIError(f"{layout}: not an OCI image layout (index.json: {exc})") from None
+
+
+def read_blob(layout: Path, desc: Descriptor) -> bytes:
+    """A JSON blob (index, manifest, config) of the layout, checked against its digest."""
     path = BlobStore(layout / "blobs").path(desc.digest)
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise OCIError(f"{layout}: blob {desc.digest} is missing ({exc.strerror})") from None
+        raise OCIError(f"{path}: blob {desc.digest} is missing ({exc.strerror})") from None
     if sha256_digest(data) != desc.digest:
         raise OCIError(f"{path}: content does not match its digest; the layout is damaged")
     return data
+
+
+def blob_file(layout: Path, desc: Descriptor) -> Path:
+    """The file of a (layer) blob of the layout, checked to be there at its size, not hashed."""
+    path = BlobStore(layout / "blobs").path(desc.digest)
+    if not path.is_file() or path.stat().st_size != desc.size:
+        raise OCIError(f"{path}: blob {desc.digest} is missing or truncated ({desc.size} bytes)")
+    return path
+
+
+def _document(data: bytes) -> Mapping[str, object]:
+    doc = json.loads(data)
+    if not isinstance(doc, Mapping):
+        raise OCIError("an index or manifest is not a JSON object")
+    return doc
+
+
+def index_entries(data: bytes) -> tuple[Descriptor, ...]:
+    """The manifests (or nested indexes) an index or Docker manifest list names, in order."""
+    entries = _document(data).get("manifests") or []
+    if not isinstance(entries, list):
+        raise OCIError("an index's manifests is not a list")
+    return tuple(Descriptor.from_json(entry) for entry in entries)
+
+
+def manifest_blobs(data: bytes) -> tuple[Descriptor, ...]:
+    """The blobs an image manifest names: its config first, then its layers in order."""
+    doc = _document(data)
+    layers = doc.get("layers") or []
+    if not isinstance(doc.get("config"), Mapping) or not isinstance(layers, list):
+        raise OCIError("an image manifest needs a config object and a layers list")
+    return tuple(Descriptor.from_json(d) for d in [doc["config"], *layers])
 
 
 def find_images(
@@ -230,24 +280,31 @@ def find_images(
 ) -> dict[Platform, tuple[Image, str]]:
     """The image (and its manifest digest) for each of `wanted`, below `tops`.
 
-    Indexes are searched depth first, in order; the first match per platform wins.
-    `fetch` reads an index, manifest or config blob; `locate` gives a layer's file.
+    Indexes (OCI or Docker manifest lists) are searched depth first, in order; the
+    first match per platform wins. `fetch` reads an index, manifest or config blob
+    (what it is: `mediatypes.is_index`, `is_manifest`, else a blob); `locate` gives
+    a layer's file. Both families' manifests are read; what comes out is OCI.
     """
     found: dict[Platform, tuple[Image, str]] = {}
 
     def visit(desc: Descriptor) -> None:
-        if desc.media_type in (INDEX, DOCKER_LIST):
-            for entry in json.loads(fetch(desc)).get("manifests", []):
-                visit(Descriptor.from_json(entry))
-        elif desc.media_type in (MANIFEST, DOCKER_MANIFEST):
+        if is_index(desc.media_type):
+            for entry in index_entries(fetch(desc)):
+                visit(entry)
+        elif is_manifest(desc.media_type):
             if desc.platform and not any(p.matches(desc.platform) for p in wanted):
                 return  # another platform, or an attestation (unknown/unknown)
-            manifest = json.loads(fetch(desc))
-            config = json.loads(fetch(Descriptor.from_json(manifest["config"])))
-            image = image_from_json(manifest, config, locate)
+            data = fetch(desc)
+            config = json.loads(fetch(manifest_blobs(data)[0]))
+            image = image_from_json(json.loads(data), config, locate)
             for platform in wanted:
                 if platform not in found and platform.matches(image.platform):
                     found[platform] = (image, desc.digest)
+        elif is_schema1(desc.media_type):
+            raise OCIError(
+                f"{desc.digest} is a Docker schema 1 manifest, which shipyard does not read; "
+                "push the base again with a current docker or skopeo (schema 2 or OCI)"
+            )
 
     try:
         for top in tops:
@@ -262,20 +319,12 @@ def read_layout(layout: Path, wanted: Sequence[Platform]) -> dict[Platform, tupl
 
     Layers stay where they are: each Layer's path is the layout's blob file.
     """
-    store = BlobStore(layout / "blobs")
+    tops = layout_tops(layout)
     try:
-        top = json.loads((layout / "index.json").read_bytes())
-        tops = [Descriptor.from_json(entry) for entry in top.get("manifests", [])]
-    except (OSError, ValueError, AttributeError) as exc:
-        raise OCIError(f"{layout}: not an OCI image layout (index.json: {exc})") from None
-
-    def locate(desc: Descriptor) -> Path:
-        path = store.path(desc.digest)
-        if not path.is_file() or path.stat().st_size != desc.size:
-            raise OCIError(f"{layout}: layer blob {desc.digest} is missing or truncated")
-        return path
-
-    try:
-        return find_images(tops, wanted, lambda desc: _read_blob(layout, desc), locate)
+        return find_images(
+            tops, wanted, lambda desc: read_blob(layout, desc), lambda d: blob_file(layout, d)
+        )
     except OCIError as exc:
+        if str(exc).startswith(str(layout)):
+            raise
         raise OCIError(f"{layout}: {exc}") from None

@@ -17,6 +17,13 @@ from pathlib import Path
 
 from shipyard.errors import ShipyardError
 
+# The OCI types shipyard writes (both families' types and predicates: mediatypes).
+from shipyard.oci.mediatypes import OCI_CONFIG as CONFIG
+from shipyard.oci.mediatypes import OCI_INDEX as INDEX
+from shipyard.oci.mediatypes import OCI_LAYER as LAYER
+from shipyard.oci.mediatypes import OCI_LAYER_GZIP as LAYER_GZIP
+from shipyard.oci.mediatypes import OCI_MANIFEST as MANIFEST
+
 __all__ = [
     "CONFIG",
     "INDEX",
@@ -45,12 +52,6 @@ __all__ = [
     "sha256_digest",
     "with_config",
 ]
-
-INDEX = "application/vnd.oci.image.index.v1+json"
-MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-CONFIG = "application/vnd.oci.image.config.v1+json"
-LAYER = "application/vnd.oci.image.layer.v1.tar"
-LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 
 # Sorted (key, value) pairs: a mapping that is hashable and has one order.
 Annotations = tuple[tuple[str, str], ...]

@@ -13,29 +13,23 @@ from packaging.metadata import InvalidMetadata, Metadata
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from shipyard.artifacts import ANY, Artifact, select
 from shipyard.engine.run import BuildOptions, execute
-from shipyard.engine.scheduler import Artifact
-from shipyard.errors import BuildError, UsageError
+from shipyard.errors import BuildError
 from shipyard.oci.model import Platform
-from shipyard.oci.remote.push import read_layout_image
 from shipyard.release.context import ReleaseContext
 
-__all__ = ["Build", "Validate", "check_wheel", "outputs_of"]
+__all__ = ["Build", "Validate", "artifacts", "check_wheel"]
 
 _RESUMING = "resuming: publishing the release staged earlier"
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "AMD64": "amd64"}
 
 
-def outputs_of(ctx: ReleaseContext, kind: str) -> list[tuple[str, Artifact]]:
-    """(binary, artifact) for every output of the build's `kind` actions, in plan order."""
+def artifacts(ctx: ReleaseContext) -> tuple[Artifact, ...]:
+    """Every artifact the build made or restored, in plan order (filter with `select`)."""
     if ctx.build is None:
-        return []
-    return [
-        (r.action.binaries[0], a)
-        for r in ctx.build.results
-        if r.action.kind == kind
-        for a in r.outputs
-    ]
+        return ()
+    return tuple(a for r in ctx.build.results for a in r.outputs)
 
 
 class Build:
@@ -82,10 +76,12 @@ def check_wheel(path: Path, version: str) -> None:
         raise BuildError(f"wheel {path.name}", f"has version {meta.version}, release is {version}")
 
 
-def _runs_here(pyz: Path) -> bool:
+def _runs_here(artifact: Artifact) -> bool:
+    """Whether a zipapp runs on this machine: a universal one, or one for its architecture."""
+    if artifact.platform == ANY:
+        return True
     arch = _ARCH.get(platform.machine(), platform.machine())
-    suffix = pyz.stem.rsplit("-", 1)[-1]
-    return not suffix.startswith(("linux", "darwin", "windows")) or arch in suffix
+    return Platform.parse(artifact.platform).architecture == arch
 
 
 def _host_platform() -> str:
@@ -100,11 +96,10 @@ def _smoke_images(ctx: ReleaseContext) -> None:
     is reported through `ctx.on_step` (a release needs no Docker engine).
     """
     host = _host_platform()
-    tarball_suffix = f"-{host.replace('/', '_')}.tar"
     wanted = [
-        (name, artifact)
-        for name, artifact in outputs_of(ctx, "image")
-        if artifact.path.name.endswith(tarball_suffix) and ctx.binary(name).smoke
+        (artifact.binary, artifact)
+        for artifact in select(artifacts(ctx), kind="image-archive", platform=host)
+        if ctx.binary(artifact.binary).smoke
     ]
     if not wanted:
         return
@@ -160,12 +155,13 @@ class Validate:
 
     def run(self, ctx: ReleaseContext) -> None:
         """Raise BuildError naming the first artifact that fails."""
-        for _, artifact in outputs_of(ctx, "wheel"):
-            if artifact.path.suffix == ".whl":
-                check_wheel(artifact.path, ctx.stamp.version)
-        for name, artifact in outputs_of(ctx, "zipapp"):
+        built = artifacts(ctx)
+        for artifact in select(built, kind="wheel"):
+            check_wheel(artifact.path, ctx.stamp.version)
+        for artifact in select(built, kind="zipapp"):
+            name = artifact.binary
             smoke = ctx.binary(name).smoke
-            if artifact.path.suffix != ".pyz" or not smoke or not _runs_here(artifact.path):
+            if not smoke or not _runs_here(artifact):
                 continue
             command = [sys.executable, str(artifact.path), *smoke]
             try:
@@ -182,16 +178,19 @@ class Validate:
             ctx.on_step(f"smoke {artifact.path.name}: {done.stdout.strip()[:200]}")
         _smoke_images(ctx)
         for binary in ctx.image_binaries():
-            layout = ctx.dist / "images" / binary.name
-            try:
-                found = set(read_layout_image(layout).platforms)
-            except UsageError as exc:
-                raise BuildError(f"image {binary.name}", str(exc)) from None
-            have = [Platform.parse(text) for text in found]
+            images = [
+                a for a in select(built, kind="image", binary=binary.name) if a.metadata.image
+            ]
+            if not images:
+                raise BuildError(f"image {binary.name}", "the build made no image")
+            (image,) = images[:1]
+            assert image.metadata.image is not None
+            have = [Platform.parse(text) for text in image.metadata.image.platforms]
             missing = sorted(
                 p for p in binary.platforms if not any(Platform.parse(p).matches(h) for h in have)
             )
             if missing:
                 raise BuildError(
-                    f"image {binary.name}", f"{layout} lacks platform(s) {', '.join(missing)}"
+                    f"image {binary.name}",
+                    f"{image.path.parent} lacks platform(s) {', '.join(missing)}",
                 )

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from shipyard.dist import dist_dir, release_dir
 from shipyard.engine.plan import Plan
 from shipyard.engine.run import BuildRun
 from shipyard.engine.scheduler import Builder
@@ -73,13 +74,12 @@ class ReleaseContext:
     @property
     def dist(self) -> Path:
         """The output folder, <root>/dist."""
-        return self.root / "dist"
+        return dist_dir(self.root)
 
     @property
     def release_dir(self) -> Path:
         """dist/release/<version>; a dry run stages beside it, never in it."""
-        suffix = ".dry-run" if self.options.dry_run else ""
-        return self.dist / "release" / f"{self.stamp.version}{suffix}"
+        return release_dir(self.dist, self.stamp.version, dry_run=self.options.dry_run)
 
     @property
     def publishing(self) -> bool:

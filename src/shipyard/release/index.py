@@ -2,48 +2,44 @@
 
 Upload goes through `python -m twine upload` (credentials in its environment, never
 on the command line); existence checks and downloads use the PEP 503 simple page.
+The HTTP requests go through a `shipyard._http.transport.Client`, as the registry's
+do: the same TLS, plain-HTTP and redirect checks, typed errors, and retry loop
+(`Retrier`, which logs each retry with its reason on `shipyard._http.retry`).
 Transient faults (no answer, a reset, a time-out, a body cut short, 429 and 5xx)
-are retried within a `RetryPolicy`, each retry logged with its reason on the
-`shipyard.release.index` logger. An upload that failed that way is looked up on the
-index before it is sent again, since what was lost may only have been the answer.
-Plain HTTP is used only for a loopback index, or with `insecure=True`
-(`$SHIPYARD_INDEX_INSECURE=1`): the password would travel in clear.
+are retried within a `RetryPolicy`; twine's are too, through the same loop. An
+upload that failed that way is looked up on the index before it is sent again,
+since what was lost may only have been the answer. Plain HTTP is used only for a
+loopback index, or with `insecure=True` (`$SHIPYARD_INDEX_INSECURE=1`): the
+password would travel in clear. A private CA is trusted through `ca_file=` or
+`$SHIPYARD_INDEX_CA_FILE`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, TypeVar
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import requests
+from urllib3 import encode_multipart_formdata
 
 from shipyard._fs import sha256_file
-from shipyard._http.retry import (
-    TRANSIENT_ERRORS,
-    TRANSIENT_STATUS,
-    Backoff,
-    RetryPolicy,
-    parse_retry_after,
-)
-from shipyard._http.transport import failure_reason, http_timeout, is_loopback
-from shipyard.errors import ShipyardError, UsageError
+from shipyard._http.errors import RemoteError
+from shipyard._http.retry import TRANSIENT_STATUS, RetryPolicy
+from shipyard._http.transport import Client, ca_file_from, http_timeout, is_loopback
+from shipyard.errors import UsageError
 
 __all__ = ["PackageIndex", "PackageIndexError", "index_from_env"]
 
 INSECURE_VARIABLE = "SHIPYARD_INDEX_INSECURE"
-_log = logging.getLogger(__name__)
-_log.addHandler(logging.NullHandler())  # the library never prints; the CLI configures logging
-_T = TypeVar("_T")
+CA_VARIABLE = "SHIPYARD_INDEX_CA_FILE"
 _TWINE_STATUS = re.compile(r"HTTPError: (\d{3}) ")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What twine prints when the connection broke rather than the index answering.
@@ -59,17 +55,8 @@ _TWINE_BROKEN = (
 )
 
 
-class PackageIndexError(ShipyardError):
+class PackageIndexError(RemoteError):
     """The package index refused or failed an operation (exit 1)."""
-
-
-class _Transient(Exception):
-    """A fault a later attempt may cure, with the index's Retry-After if it sent one."""
-
-    def __init__(self, detail: str, retry_after: float | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -113,7 +100,8 @@ class PackageIndex:
     """An index: `url` receives uploads, `simple_url` serves the PEP 503 pages.
 
     `timeout` bounds each wait for an answer (seconds); `retry` is the budget for
-    transient faults; `insecure` allows plain HTTP to a host off loopback.
+    transient faults; `insecure` allows plain HTTP to the index's hosts off
+    loopback; `ca_file` is a private CA that signed the index's certificate.
     """
 
     url: str
@@ -124,9 +112,11 @@ class PackageIndex:
     timeout: float = 30.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     insecure: bool = False
+    ca_file: Path | None = None
 
     def __post_init__(self) -> None:
         self.simple_url = self.simple_url or self.url.rstrip("/") + "/simple/"
+        hosts = []
         for url in dict.fromkeys((self.url, self.simple_url)):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -136,57 +126,43 @@ class PackageIndex:
                     f"package index {url}: plain HTTP would send the index password in clear "
                     f"to {parts.netloc}; use https://, or allow it with {INSECURE_VARIABLE}=1"
                 )
+            hosts.append(parts.netloc.rpartition("@")[2].lower())
+        self.ca_file = ca_file_from({}, CA_VARIABLE, self.ca_file, f"package index {self.url}")
         self.session.trust_env = False
-
-    def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        """One request; no answer, a body cut short or a transient status raise _Transient."""
-        kwargs.setdefault("timeout", self.timeout)
-        try:
-            resp = self.session.request(method, url, **kwargs)
-        except TRANSIENT_ERRORS as exc:
-            raise _Transient(f"no answer ({failure_reason(exc)})") from exc
-        except requests.RequestException as exc:
-            raise PackageIndexError(f"{method} {url} failed ({failure_reason(exc)})") from None
-        if resp.status_code in TRANSIENT_STATUS:
-            resp.close()
-            retry_after = parse_retry_after(resp.headers.get("Retry-After"))
-            raise _Transient(f"HTTP {resp.status_code}", retry_after)
-        return resp
-
-    def _retrying(self, op: str, attempt: Callable[[], _T]) -> _T:
-        """Call `attempt` until it returns, retrying what it raises as _Transient."""
-        backoff = self.retry.start()
-        while True:
-            try:
-                return attempt()
-            except _Transient as exc:
-                self._pause_or_raise(op, exc, backoff)
-
-    def _pause_or_raise(self, op: str, exc: _Transient, backoff: Backoff) -> None:
-        """Log and sleep before the next attempt, or raise once the budget is spent."""
-        delay = backoff.next_delay(exc.retry_after)
-        if delay is None:
-            detail = f"{op}: {exc.detail}; gave up after {backoff.attempt} attempts"
-            raise PackageIndexError(detail) from None
-        _log.warning(
-            "%s: retry %d of %d in %.2f s after: %s",
-            op,
-            backoff.attempt,
-            backoff.attempts - 1,
-            delay,
-            exc.detail,
+        self._http = Client(
+            hosts[0],
+            where="",
+            server="the package index",
+            insecure=self.insecure,
+            insecure_hosts=frozenset(hosts) if self.insecure else frozenset(),
+            insecure_hint=f"allow it with {INSECURE_VARIABLE}=1",
+            ca_file=self.ca_file,
+            trust_hint=f"set {CA_VARIABLE}=/path/to/ca.pem (its PEM certificate)",
+            timeout=(self.timeout, self.timeout),
+            retry=self.retry,
+            session=self.session,
+            error=PackageIndexError,
         )
-        backoff.sleep(delay)
 
     def check_credentials(self) -> None:
         """An upload with no file: a 401/403 means the credentials are refused, nothing lands."""
         op = f"check the credentials for {self.url}"
-        form = {":action": (None, "file_upload"), "protocol_version": (None, "1")}
+        form, content_type = encode_multipart_formdata(
+            {":action": "file_upload", "protocol_version": "1"}
+        )
         auth = (self.username, self.password)
+        headers = {"Content-Type": content_type}
+
+        def attempt() -> requests.Response:
+            return self._http.exchange(
+                "POST", self.url, op, headers=headers, body=lambda: form, auth=auth
+            )
+
         try:
-            resp = self._retrying(op, lambda: self._call("POST", self.url, files=form, auth=auth))
+            resp = self._http.send(op, attempt)
         except PackageIndexError as exc:
             raise UsageError(f"package index {self.url} does not answer: {exc}") from None
+        resp.close()
         if resp.status_code in (401, 403):
             raise UsageError(
                 f"package index {self.url} refused the credentials (HTTP {resp.status_code}); "
@@ -198,19 +174,25 @@ class PackageIndex:
     def find(self, filename: str) -> str | None:
         """The download URL of `filename` on the index, or None."""
         page = urljoin(self.simple_url, _project(filename) + "/")
+        op = f"read {page}"
+
         # Never follow a redirect: pypiserver and proxies send unknown projects to
         # another index, and what this index lacks is "not there", not a question
         # for somebody else's server. The body is read whole inside the attempt, so
         # a page cut short is asked for again rather than missing a link.
-        resp = self._retrying(
-            f"read {page}", lambda: self._call("GET", page, allow_redirects=False)
-        )
-        if resp.status_code == 404 or resp.is_redirect:
+        def read() -> str | None:
+            with self._http.settled(op, self._http.exchange("GET", page, op, follow=False)) as resp:
+                if resp.status_code == 404 or resp.is_redirect:
+                    return None
+                if resp.status_code != 200:
+                    raise PackageIndexError("", op, f"HTTP {resp.status_code}")
+                return resp.text
+
+        text = self._http.retrying(op, read)
+        if text is None:
             return None
-        if resp.status_code != 200:
-            raise PackageIndexError(f"{page}: HTTP {resp.status_code}")
         parser = _Links()
-        parser.feed(resp.text)
+        parser.feed(text)
         for link in parser.links:
             url = urldefrag(urljoin(page, link))[0]
             if url.rsplit("/", 1)[-1] == filename:
@@ -222,21 +204,18 @@ class PackageIndex:
         url = self.find(filename)
         if url is None:
             return None
-        found = url
+        found, op = url, f"download {url}"
 
         def fetch() -> str:
             digest = hashlib.sha256()
-            with self._call("GET", found, stream=True) as resp:
+            with self._http.settled(op, self._http.exchange("GET", found, op, stream=True)) as resp:
                 if resp.status_code != 200:
-                    raise PackageIndexError(f"{found}: HTTP {resp.status_code}")
-                try:
-                    for chunk in resp.iter_content(1 << 20):
-                        digest.update(chunk)
-                except TRANSIENT_ERRORS as exc:
-                    raise _Transient(f"the download broke off ({failure_reason(exc)})") from exc
+                    raise PackageIndexError("", op, f"HTTP {resp.status_code}")
+                for chunk in self._http.iter_body(op, resp):
+                    digest.update(chunk)
             return digest.hexdigest()
 
-        return self._retrying(f"download {found}", fetch)
+        return self._http.retrying(op, fetch)
 
     def upload(self, path: Path) -> None:
         """Upload one file with twine, retrying transient failures; else PackageIndexError.
@@ -247,20 +226,24 @@ class PackageIndex:
         """
         op = f"upload {path.name} to {self.url}"
         expected = sha256_file(path)
-        backoff = self.retry.start()
-        while True:
+        tried = False
+
+        def attempt() -> None:
+            nonlocal tried
+            if tried and self.sha256(path.name) == expected:
+                return  # the failed attempt did land: only its answer was lost
+            tried = True
             failure = self._twine(path)
             if failure is None:
                 return
             if failure.status in (400, 409) and self.sha256(path.name) == expected:
                 return  # "already exists", with the same bytes: an earlier attempt landed
             if not failure.transient:
-                raise PackageIndexError(
-                    f"twine upload of {path.name} to {self.url} failed: {failure.detail}"
-                )
-            self._pause_or_raise(op, _Transient(failure.detail), backoff)
-            if self.sha256(path.name) == expected:
-                return
+                detail = f"twine upload of {path.name} to {self.url} failed: {failure.detail}"
+                raise PackageIndexError("", "", detail)
+            raise PackageIndexError("", op, failure.detail, transient=True)
+
+        self._http.retrying(op, attempt)
 
     def _twine(self, path: Path) -> _TwineFailure | None:
         """Run twine once: None when it succeeded, else why it failed."""
@@ -314,4 +297,5 @@ def index_from_env(env: Mapping[str, str], url: str | None = None) -> PackageInd
         env.get("SHIPYARD_INDEX_SIMPLE_URL", ""),
         timeout=http_timeout(env, (30.0, 30.0))[1],
         insecure=env.get(INSECURE_VARIABLE) == "1",
+        ca_file=ca_file_from(env, CA_VARIABLE, None, f"package index {url}"),
     )

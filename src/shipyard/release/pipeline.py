@@ -85,19 +85,21 @@ def prepare_release(
 ) -> ReleaseContext:
     """Read the edge once (manifest, stamp, environment) into a context; checks nothing.
 
-    A snapshot ignores `options.version` and uses the git-describe dev version. The
-    version is only checked in preflight, so a bad one fails there like every
-    other preflight problem.
+    The version is chosen as `build` chooses it (`stamp.choose_version`): a
+    snapshot's is the git-describe dev version, else --version, $VERSION, then
+    project.version. It is only checked in preflight, so a bad one fails there
+    like every other preflight problem.
     """
     environ = dict(os.environ if env is None else env)
     manifest = load_manifest(manifest_path, environ)
-    stamp = read_stamp(manifest.root, "git", {**environ, "VERSION": ""})
-    if options.snapshot:
-        if ".dev" not in stamp.version:
-            stamp = read_stamp(manifest.root, f"{stamp.version}.dev0", {**environ, "VERSION": ""})
-    elif options.version or environ.get("VERSION") or manifest.project.version != "git":
-        raw = options.version or environ.get("VERSION") or manifest.project.version
-        stamp = type(stamp)(raw, stamp.revision, stamp.dirty, stamp.epoch)
+    stamp = read_stamp(
+        manifest.root,
+        manifest.project.version,
+        environ,
+        options.version,
+        snapshot=options.snapshot,
+        check=False,  # preflight checks it, so a bad one fails there like other problems
+    )
     plan = make_plan(manifest, selection or Selection())
     return ReleaseContext(
         manifest=manifest,

@@ -114,7 +114,13 @@ def _changed(path: Path, found: str, expected: str) -> UsageError:
 
 def _check_image(folder: Path, art: dict[str, Any]) -> LayoutImage:
     layout = _staged_path(folder, art.get("path"))
-    image = read_layout_image(layout)
+    try:
+        image = read_layout_image(layout)
+    except UsageError as exc:
+        raise UsageError(
+            f"{exc}: the staged image changed since it was staged; nothing was sent. "
+            "Pass --clean to build and stage the release again"
+        ) from None
     root_digest, _, root_bytes = image.root
     if root_digest != art.get("digest"):
         raise _changed(layout / "index.json", root_digest, str(art.get("digest")))

@@ -1,10 +1,12 @@
-"""CycloneDX SBOMs: one per binary, over the binary's resolved dependency set.
+"""CycloneDX SBOMs: one per binary, over the distributions its builders installed.
 
-The set is the wheel's Requires-Dist, resolved transitively against installed
-distributions' metadata (the environment the release runs in, or a resolved
-site-packages folder); what is not installed there is resolved with
-`uv pip compile`. The document is deterministic: its serial number derives from
-the name and version, its timestamp is the build clock.
+The set comes from the artifacts' metadata (`installed_dependencies`): what the
+zipapp and image builders installed for each platform, the binary's own
+distribution left out. A binary whose builders installed nothing that is known
+(only a wheel, or an image built from a Dockerfile) gets its wheel's
+Requires-Dist resolved with `uv pip compile`, never against the environment
+shipyard itself runs in. The document is deterministic: its serial number
+derives from the name and version, its timestamp is the build clock.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import subprocess
 import sys
 import uuid
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.parser import BytesParser
 from importlib import metadata
@@ -27,9 +29,15 @@ from packageurl import PackageURL
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from shipyard.artifacts import Artifact
 from shipyard.errors import BuildError
 
-__all__ = ["resolve_requirements", "sbom_json", "wheel_requirements"]
+__all__ = [
+    "installed_dependencies",
+    "resolve_requirements",
+    "sbom_json",
+    "wheel_requirements",
+]
 
 
 def wheel_requirements(wheel: Path) -> list[Requirement]:
@@ -68,8 +76,9 @@ def resolve_requirements(
 ) -> dict[str, str]:
     """Name -> version of the transitive closure of `reqs`.
 
-    Installed distributions under `paths` (default sys.path) answer first; when one
-    is missing or does not satisfy its specifier, the whole set goes to uv.
+    Installed distributions under `paths` (a resolved site folder; default none)
+    answer first; when one is missing or does not satisfy its specifier, the whole
+    set goes to uv.
     """
     found: dict[str, str] = {}
     todo = list(reqs)
@@ -78,7 +87,7 @@ def resolve_requirements(
         key = str(canonicalize_name(req.name))
         if key in found:
             continue
-        dists = list(metadata.distributions(name=req.name, path=list(paths or sys.path)))
+        dists = list(metadata.distributions(name=req.name, path=list(paths))) if paths else []
         if not dists or (req.specifier and dists[0].version not in req.specifier):
             return _uv_compile(reqs, python)
         found[key] = dists[0].version
@@ -90,10 +99,34 @@ def resolve_requirements(
     return dict(sorted(found.items()))
 
 
+def installed_dependencies(
+    artifacts: Iterable[Artifact], own: str | None
+) -> list[tuple[str, str]] | None:
+    """(name, version) of every distribution the builders of `artifacts` installed,
+    on any platform, without the distribution `own`; None if none of them knows."""
+    known = [a.metadata for a in artifacts if a.metadata.installed is not None]
+    if not known:
+        return None
+    skip = canonicalize_name(own) if own else None
+    found = {
+        (str(canonicalize_name(d.name)), d.version)
+        for m in known
+        for d in m.distributions()
+        if canonicalize_name(d.name) != skip
+    }
+    return sorted(found)
+
+
 def sbom_json(
-    name: str, version: str, dependencies: dict[str, str], *, epoch: int, kind: str = "application"
+    name: str,
+    version: str,
+    dependencies: Mapping[str, str] | Iterable[tuple[str, str]],
+    *,
+    epoch: int,
+    kind: str = "application",
 ) -> str:
-    """The CycloneDX 1.6 JSON document for `name` `version` and its dependencies."""
+    """The CycloneDX 1.6 JSON document for `name` `version` and its dependencies
+    (name -> version, or (name, version) pairs when a name has several versions)."""
     root = Component(
         name=name,
         version=version,
@@ -105,7 +138,8 @@ def sbom_json(
     bom.metadata.component = root
     bom.metadata.timestamp = datetime.fromtimestamp(epoch, UTC)
     parts = []
-    for dep, dep_version in sorted(dependencies.items()):
+    pairs = dependencies.items() if isinstance(dependencies, Mapping) else dependencies
+    for dep, dep_version in sorted(set(pairs)):
         purl = PackageURL("pypi", None, dep, dep_version)
         part = Component(name=dep, version=dep_version, bom_ref=purl.to_string(), purl=purl)
         bom.components.add(part)

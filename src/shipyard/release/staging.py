@@ -14,15 +14,19 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import parse_wheel_filename
-
-from shipyard._fs import TEMP_PREFIX, atomic_write, sha256_file
+from shipyard._fs import atomic_write, sha256_file
+from shipyard.artifacts import ANY, Artifact, select
 from shipyard.builders.wheel import build_info
-from shipyard.oci.remote.push import read_layout_image
-from shipyard.release.building import outputs_of
+from shipyard.dist import staged_path, temp_prefix
+from shipyard.release.building import artifacts as built_artifacts
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME
-from shipyard.release.sbom import resolve_requirements, sbom_json, wheel_requirements
+from shipyard.release.sbom import (
+    installed_dependencies,
+    resolve_requirements,
+    sbom_json,
+    wheel_requirements,
+)
 
 __all__ = ["RELEASE_JSON", "SUMS", "StageRelease", "changelog", "sha256sums"]
 
@@ -71,13 +75,6 @@ def _file(folder: Path, rel: str, **extra: Any) -> dict[str, Any]:
     return {**extra, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size}
 
 
-def _zipapp_platform(name: str) -> str:
-    """`linux/amd64` for `x-1.0-linux_amd64.pyz`; `any` for a universal zipapp."""
-    suffix = name.removesuffix(".pyz").rsplit("-", 1)[-1]
-    os_name, _, arch = suffix.partition("_")
-    return f"{os_name}/{arch}" if os_name in ("linux", "darwin", "windows") and arch else "any"
-
-
 class StageRelease:
     """Assembles dist/release/<version>/ atomically; named `stage` in the pipeline."""
 
@@ -90,7 +87,7 @@ class StageRelease:
     def run(self, ctx: ReleaseContext) -> None:
         """Write the folder under a temporary name, then rename it into place."""
         target = ctx.release_dir
-        tmp = target.parent / f"{TEMP_PREFIX}{target.name}.{os.getpid()}"
+        tmp = target.parent / f"{temp_prefix()}{target.name}.{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:
@@ -104,68 +101,67 @@ class StageRelease:
 
     def _fill(self, ctx: ReleaseContext, tmp: Path) -> dict[str, Any]:
         artifacts: list[dict[str, Any]] = []
-        wheel_of: dict[str, Path] = {}
-        for result in ctx.build.results if ctx.build else ():
-            for art in result.outputs:
-                if result.action.kind == "wheel" and art.path.suffix == ".whl":
-                    wheel_of.update(dict.fromkeys(result.action.binaries, art.path))
+        built = built_artifacts(ctx)
+        wheel_of: dict[str, Artifact] = {}
+        released: list[Artifact] = []
         declared = {b.name for b in ctx.plan.binaries if "wheel" in b.outputs}
-        released = [  # wheels built only as inputs of zipapps and images are not released
-            art
-            for result in (ctx.build.results if ctx.build else ())
-            if result.action.kind == "wheel" and declared & set(result.action.binaries)
-            for art in result.outputs
-        ]
+        for result in ctx.build.results if ctx.build else ():
+            for art in select(result.outputs, kind="wheel"):
+                wheel_of.update(dict.fromkeys(result.action.binaries, art))
+                # Wheels built only as inputs of zipapps and images are not released.
+                if declared & set(result.action.binaries):
+                    released.append(art)
         for art in released:
-            if art.path.suffix == ".whl":
-                (tmp / "wheels").mkdir(exist_ok=True)
-                shutil.copy2(art.path, tmp / "wheels" / art.path.name)
-                tags = parse_wheel_filename(art.path.name)[3]
-                platform = ".".join(sorted(str(t) for t in tags))
-                artifacts.append(
-                    _file(tmp, f"wheels/{art.path.name}", kind="wheel", platform=platform)
-                )
-        for owner, art in outputs_of(ctx, "zipapp"):
-            if art.path.suffix == ".pyz":
-                (tmp / "zipapps").mkdir(exist_ok=True)
-                shutil.copy2(art.path, tmp / "zipapps" / art.path.name)
-                rel = f"zipapps/{art.path.name}"
-                platform = _zipapp_platform(art.path.name)
-                artifacts.append(_file(tmp, rel, kind="zipapp", binary=owner, platform=platform))
-        for binary in ctx.image_binaries():
-            rel = f"images/{binary.name}"
-            shutil.copytree(ctx.dist / rel, tmp / rel, copy_function=_link_or_copy)
-            image = read_layout_image(tmp / rel)
+            rel = staged_path("wheel", art.path.name)
+            (tmp / rel).parent.mkdir(exist_ok=True)
+            shutil.copy2(art.path, tmp / rel)
+            artifacts.append(_file(tmp, rel, kind="wheel", platform=art.platform))
+        for art in select(built, kind="zipapp"):
+            rel = staged_path("zipapp", art.path.name)
+            (tmp / rel).parent.mkdir(exist_ok=True)
+            shutil.copy2(art.path, tmp / rel)
             artifacts.append(
-                {
-                    "kind": "image",
-                    "binary": binary.name,
-                    "path": rel,
-                    "digest": image.root[0],
-                    "media_type": image.root[1],
-                    "size": len(image.root[2]),
-                    "platform": list(image.platforms),
-                    "manifests": [
-                        {"platform": plat, "digest": digest, "size": len(data)}
-                        for plat, (digest, _, data) in zip(
-                            image.platforms, image.manifests, strict=True
-                        )
-                    ],
-                    "hubs": list(binary.image.hubs),
-                    "tags": list(ctx.image_tags(binary)),
-                }
+                _file(tmp, rel, kind="zipapp", binary=art.binary, platform=art.platform)
             )
+        for binary in ctx.image_binaries():
+            for art in select(built, kind="image", binary=binary.name):
+                image = art.metadata.image
+                if image is None:
+                    continue
+                rel = staged_path("image", binary.name)
+                shutil.copytree(art.path.parent, tmp / rel, copy_function=_link_or_copy)
+                artifacts.append(
+                    {
+                        "kind": "image",
+                        "binary": binary.name,
+                        "path": rel,
+                        "digest": image.digest,
+                        "media_type": image.media_type,
+                        "size": image.size,
+                        "platform": list(image.platforms),
+                        "manifests": [
+                            {"platform": m.platform, "digest": m.digest, "size": m.size}
+                            for m in image.manifests
+                        ],
+                        "hubs": list(binary.image.hubs),
+                        "tags": list(ctx.image_tags(binary)),
+                    }
+                )
         for binary in ctx.plan.binaries:
             wheel = wheel_of.get(binary.name)
             if wheel is None:
                 continue
-            deps = resolve_requirements(
-                wheel_requirements(wheel), python=ctx.manifest.project.python
-            )
+            own = wheel.metadata.wheel.name if wheel.metadata.wheel else None
+            deps = installed_dependencies(select(built, binary=binary.name), own)
+            if deps is None:  # nothing installed that is known: resolve the wheel's needs
+                reqs = wheel_requirements(wheel.path)
+                deps = sorted(
+                    resolve_requirements(reqs, python=ctx.manifest.project.python).items()
+                )
             text = sbom_json(binary.name, ctx.stamp.version, deps, epoch=ctx.stamp.epoch)
-            rel = f"sbom/{binary.name}.cdx.json"
+            rel = staged_path("sbom", binary.name)
             atomic_write(tmp / rel, text.encode())
-            artifacts.append(_file(tmp, rel, kind="sbom", binary=binary.name, platform="any"))
+            artifacts.append(_file(tmp, rel, kind="sbom", binary=binary.name, platform=ANY))
         notes = changelog(ctx.root, ctx.manifest.project.name, ctx.stamp.version)
         atomic_write(tmp / "CHANGELOG.md", notes.encode())
         staged: dict[str, Any] = {

@@ -26,19 +26,39 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.builders.kinds import daemonless_key, image_settings, source_url
+from shipyard._fs import sha256_file
+from shipyard.artifacts import (
+    ANY,
+    Artifact,
+    Distribution,
+    ImageIndex,
+    Installed,
+    Metadata,
+    PlatformManifest,
+    select,
+)
+from shipyard.builders.kinds import daemonless_inputs, image_settings, source_url
 from shipyard.builders.resolve import Resolution, resolve
 from shipyard.builders.wheel import build_env
+from shipyard.dist import action_log, image_archive, image_layout, temp_prefix
+from shipyard.engine.context import BuildContext, map_parts
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome, map_parts
-from shipyard.errors import BuildError, ShipyardError
+from shipyard.errors import ShipyardError
 from shipyard.oci.archive import write_docker_archive
 from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base
 from shipyard.oci.keys import GZIP_LEVEL
 from shipyard.oci.layer import BlobStore, Entry, scan_tree, write_layer
 from shipyard.oci.layout import write_layout
-from shipyard.oci.model import Image, Layer, append_layer, as_annotations, make_index, with_config
+from shipyard.oci.model import (
+    Image,
+    Layer,
+    append_layer,
+    as_annotations,
+    make_index,
+    manifest_descriptor,
+    with_config,
+)
 
 __all__ = ["ImageBuilder", "Resolver", "entry_script", "split_site", "write_images"]
 
@@ -109,17 +129,19 @@ class ImageBuilder:
         self.resolver = resolver
         self.level = level
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
         """The wheel, platforms, entry point, image settings, base, clock and versions."""
-        return daemonless_key(action, ctx, deps, level=self.level)
+        return daemonless_inputs(action, ctx, deps, level=self.level)
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         """Resolve, assemble and write dist/images/<binary>/ and one tarball per platform."""
         settings = image_settings(action)
         binary = action.binaries[0]
-        wheels = [a.path for a in deps if a.path.suffix == ".whl"]
+        wheels = [a.path for a in select(deps, kind="wheel")]
         ctx.logs.mkdir(parents=True, exist_ok=True)
-        log = ctx.logs / f"image-{binary}.log"
+        log = action_log(ctx.dist, self.kind, action.binaries)
         log.write_bytes(b"")
         problems = {
             "no wheel among its inputs": len(wheels) != 1,
@@ -131,30 +153,27 @@ class ImageBuilder:
         }
         missing = [reason for reason, bad in problems.items() if bad]
         if missing or settings.base is None:
-            raise BuildError(action.id, "; ".join(missing), log=log)
-        try:
-            store = blob_store(ctx.env)
-            bases = load_base(
-                settings.base, action.platforms, root=ctx.root, store=store, env=ctx.env
-            )
-            ctx.dist.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=ctx.dist) as tmp:
-                env = build_env(ctx)
+            raise ShipyardError("; ".join(missing))
+        store = blob_store(ctx.env)
+        bases = load_base(settings.base, action.platforms, root=ctx.root, store=store, env=ctx.env)
+        ctx.dist.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=temp_prefix(), dir=ctx.dist) as tmp:
+            env = build_env(ctx)
 
-                def site(platform: str) -> Path:
-                    dest = Path(tmp) / platform.replace("/", "_")
-                    found = self.resolver(wheels[0], platform, ctx.python, dest, env=env, log=log)
-                    return found.site
+            def site(platform: str) -> Resolution:
+                dest = Path(tmp) / platform.replace("/", "_")
+                return self.resolver(wheels[0], platform, ctx.python, dest, env=env, log=log)
 
-                found = map_parts(ctx, site, action.platforms)
-                sites = dict(zip(action.platforms, found, strict=True))
-                images = _assemble(action, ctx, bases, sites, wheels[0], store, self.level)
-            outputs = write_images(binary, ctx, dict(zip(action.platforms, images, strict=True)))
-        except BuildError:
-            raise
-        except (ShipyardError, OSError) as exc:
-            raise BuildError(action.id, str(exc), log=log) from exc
-        return Outcome(self.key(action, ctx, deps), outputs, log)
+            found = map_parts(ctx, site, action.platforms)
+            sites = {p: r.site for p, r in zip(action.platforms, found, strict=True)}
+            images = _assemble(action, ctx, bases, sites, wheels[0], store, self.level)
+        installed = tuple(
+            Installed(r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions))
+            for r in found
+        )
+        return write_images(
+            binary, ctx, dict(zip(action.platforms, images, strict=True)), installed
+        )
 
 
 def _notes(action: Action, ctx: BuildContext) -> dict[str, str]:
@@ -243,31 +262,61 @@ def _configure(image: Image, action: Action, ctx: BuildContext, notes: dict[str,
 
 
 def write_images(
-    binary: str, ctx: BuildContext, images: Mapping[str, Image]
+    binary: str,
+    ctx: BuildContext,
+    images: Mapping[str, Image],
+    installed: tuple[Installed, ...] | None,
 ) -> tuple[Artifact, ...]:
-    """Write the index of `images` as dist/images/<binary>/ and one tarball per platform."""
+    """Write the index of `images` as dist/images/<binary>/ and one tarball per platform.
+
+    The layout's index.json is the `image` artifact, with the index digest, the
+    per-platform manifests and `installed` (None: not known) as its metadata;
+    the layout's other files are `image-layout` artifacts, the tarballs
+    `image-archive` ones.
+    """
     notes = dict(next(iter(images.values())).annotations)
     index_notes = {k: v for k, v in notes.items() if not k.startswith(_OCI + "base.")}
     index = make_index(images.values(), index_notes)
-    layout = ctx.dist / "images" / binary
-    write_layout(layout, index, ref=ctx.stamp.tag)
+    layout = image_layout(ctx.dist, binary)
+    top = write_layout(layout, index, ref=ctx.stamp.tag)
+    manifests = tuple(
+        PlatformManifest(str(d.platform), d.digest, d.size)
+        for d in (manifest_descriptor(image) for image in index.images)
+    )
+    about = ImageIndex(top.digest, top.media_type, top.size, manifests)
     files = sorted(
         (p for p in layout.rglob("*") if p.is_file()), key=lambda p: (p.parent != layout, p)
     )
-    outputs = [_artifact(p) for p in files]  # index.json and oci-layout first, then blobs
+    outputs = [
+        _artifact(p, binary, Metadata(installed=installed, image=about))
+        if p.name == "index.json" and p.parent == layout
+        else _artifact(p, binary, None)
+        for p in files
+    ]  # index.json and oci-layout first, then blobs
 
     def archive(name: str) -> Artifact:
+        tarball = image_archive(ctx.dist, binary, ctx.stamp.version, name)
         platform = name.replace("/", "_")
-        tarball = ctx.dist / "images" / f"{binary}-{ctx.stamp.version}-{platform}.tar"
         tags = [f"{binary}:{ctx.stamp.tag}", f"{binary}:{ctx.stamp.tag}-{platform}"]
         sha256 = write_docker_archive(tarball, images[name], tags, ctx.stamp.epoch)
-        return Artifact(tarball, sha256, tarball.stat().st_size)
+        mine = tuple(i for i in installed or () if i.platform == name)
+        return Artifact(
+            "image-archive",
+            binary,
+            name,
+            tarball,
+            sha256,
+            tarball.stat().st_size,
+            Metadata(installed=mine if installed is not None else None),
+        )
 
     outputs.extend(map_parts(ctx, archive, list(images)))
     return tuple(outputs)
 
 
-def _artifact(path: Path) -> Artifact:
+def _artifact(path: Path, binary: str, metadata: Metadata | None) -> Artifact:
     # Blobs are named by their sha256: no need to read them again.
     named = path.parent.name == "sha256" and len(path.name) == 64
-    return Artifact(path, path.name if named else sha256_file(path), path.stat().st_size)
+    sha256 = path.name if named else sha256_file(path)
+    kind = "image" if metadata is not None else "image-layout"
+    return Artifact(kind, binary, ANY, path, sha256, path.stat().st_size, metadata or Metadata())

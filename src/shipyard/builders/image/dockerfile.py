@@ -26,12 +26,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from shipyard._fs import TEMP_PREFIX
+from shipyard.artifacts import Artifact, select
 from shipyard.builders.image import write_images
-from shipyard.builders.kinds import dockerfile_key, dockerfile_path
+from shipyard.builders.kinds import dockerfile_inputs, dockerfile_path
+from shipyard.dist import action_log, temp_prefix
+from shipyard.engine.context import BuildContext
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome
-from shipyard.errors import BuildError
+from shipyard.errors import ShipyardError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.base import blob_store
 from shipyard.oci.model import Image
@@ -49,12 +51,17 @@ class DockerfileBuilder:
 
     kind = "image"
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
         """The Dockerfile's folder, the wheel, platforms, settings, clock and versions."""
-        return dockerfile_key(action, ctx, deps)
+        return dockerfile_inputs(action, ctx, deps)
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
-        """Build each platform with the engine, read them back, write the index."""
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
+        """Build each platform with the engine, read them back, write the index.
+
+        What the Dockerfile installs is not known here: the artifacts' metadata
+        says so (`installed` is None)."""
         import docker
         from docker.errors import APIError, DockerException
         from docker.errors import BuildError as DockerBuildError
@@ -62,20 +69,20 @@ class DockerfileBuilder:
         binary = action.binaries[0]
         dockerfile = dockerfile_path(action, ctx)
         ctx.logs.mkdir(parents=True, exist_ok=True)
-        log = ctx.logs / f"image-{binary}.log"
+        log = action_log(ctx.dist, self.kind, action.binaries)
         images: dict[str, Image] = {}
         try:
             client = docker.from_env(environment=dict(ctx.env))
             ctx.dist.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX, dir=ctx.dist) as tmp:
+            with tempfile.TemporaryDirectory(prefix=temp_prefix(), dir=ctx.dist) as tmp:
                 context = Path(tmp) / "context.tar"
                 try:
                     names = context_names(dockerfile.parent, dockerfile.name, ctx.dist)
                     with context.open("wb") as handle:
-                        wheels = [a.path for a in deps]
+                        wheels = [a.path for a in select(deps, kind="wheel")]
                         _write_context(handle, dockerfile.parent, names, wheels)
                 except OSError as exc:
-                    raise BuildError(action.id, f"the build context: {exc}", log=log) from None
+                    raise ShipyardError(f"the build context: {exc}") from None
                 # One platform after the other, unlike the other builders: both
                 # builds pull the same base tag, which the engine's image store
                 # holds for one platform at a time.
@@ -107,15 +114,12 @@ class DockerfileBuilder:
                         (read,) = read_docker_archive(saved, blob_store(ctx.env))
                         images[platform] = read
         except (DockerBuildError, APIError) as exc:
-            raise BuildError(action.id, f"docker build failed: {exc}", log=log) from None
+            raise ShipyardError(f"docker build failed: {exc}") from None
         except DockerException as exc:
-            raise BuildError(
-                action.id,
-                f"the Docker engine is not reachable ({exc}); start dockerd or set DOCKER_HOST",
-                log=log,
+            raise ShipyardError(
+                f"the Docker engine is not reachable ({exc}); start dockerd or set DOCKER_HOST"
             ) from None
-        outputs = write_images(binary, ctx, images)
-        return Outcome(self.key(action, ctx, deps), outputs, log)
+        return write_images(binary, ctx, images, None)
 
 
 def _log(out: Any, lines: Any) -> None:

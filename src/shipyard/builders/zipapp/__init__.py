@@ -25,13 +25,17 @@ from pathlib import Path
 from types import CodeType
 
 from shipyard import __version__
-from shipyard._fs import TEMP_PREFIX, sha256_file
+from shipyard._fs import sha256_file
+from shipyard.artifacts import ANY, Artifact, Distribution, Installed, Metadata, select
+from shipyard.builders.kinds import stamp_inputs, wheel_digests
 from shipyard.builders.resolve import NATIVE, Resolution, resolve
 from shipyard.builders.wheel import build_env, build_info
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.dist import action_log, platform_log, temp_prefix, zipapp_file
+from shipyard.engine.context import BuildContext, map_parts
+from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Outcome, map_parts
-from shipyard.errors import BuildError, ShipyardError
+from shipyard.errors import ShipyardError
 from shipyard.stamp import ZIP_EPOCH
 
 __all__ = [
@@ -233,7 +237,7 @@ def _check(action: Action, ctx: BuildContext, opts: ZipappOptions, wheels: list[
         problem = f"zipapp.compile needs shipyard on Python {ctx.python}, the target: not {running}"
     else:
         return
-    raise BuildError(action.id, problem)
+    raise ShipyardError(problem)
 
 
 class ZipappBuilder:
@@ -244,38 +248,40 @@ class ZipappBuilder:
     def __init__(self, options: Callable[[Action], ZipappOptions] = options_for) -> None:
         self._options = options
 
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
         """The wheel, platforms, options, lock file, target Python, stamp and bootstrap."""
         opts = self._options(action)
         lock = _lock(opts, ctx)
-        digest = hashlib.sha256()
-        for part in (
-            "zipapp",
-            __version__,
-            hashlib.sha256(_boot_source()).hexdigest(),
-            *sorted(a.sha256 for a in deps if a.path.suffix == ".whl"),
-            ",".join(action.platforms),
-            f"{opts.entrypoint} {opts.shebang} {opts.compress} {opts.compile}",
-            sha256_file(lock) if lock and lock.is_file() else "",  # its bytes, not its path
-            ctx.python,
-            repr(ctx.stamp),
-        ):
-            digest.update(part.encode() + b"\0")
-        return digest.hexdigest()
+        return {
+            "shipyard": __version__,
+            "boot": hashlib.sha256(_boot_source()).hexdigest(),
+            "wheels": wheel_digests(deps),
+            "platforms": list(action.platforms),
+            "entrypoint": opts.entrypoint,
+            "shebang": opts.shebang,
+            "compress": opts.compress,
+            "compile": opts.compile,
+            # The lock file's bytes, not its path.
+            "lock": sha256_file(lock) if lock and lock.is_file() else None,
+            "python": ctx.python,
+            "stamp": stamp_inputs(ctx),
+        }
 
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
         """Resolve for every platform, then write one universal or one per-platform archive."""
         opts = self._options(action)
-        wheels = [a for a in deps if a.path.suffix == ".whl"]
+        wheels = list(select(deps, kind="wheel"))
         _check(action, ctx, opts, wheels)
-        name = f"zipapp-{action.binaries[0]}"
-        logs = {p: ctx.logs / f"{name}-{p.replace('/', '_')}.log" for p in action.platforms}
-        log = ctx.logs / f"{name}.log"
+        binary = action.binaries[0]
+        logs = {p: platform_log(ctx.dist, self.kind, binary, p) for p in action.platforms}
+        log = action_log(ctx.dist, self.kind, action.binaries)
         ctx.logs.mkdir(parents=True, exist_ok=True)
         ctx.dist.mkdir(parents=True, exist_ok=True)
         for path in (*logs.values(), log):
             path.write_bytes(b"")
-        with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "zipapp-", dir=ctx.dist) as tmp:
+        with tempfile.TemporaryDirectory(prefix=temp_prefix("zipapp"), dir=ctx.dist) as tmp:
             # Installers are subprocesses and zlib releases the GIL: platforms overlap
             # when the job budget has idle slots.
             resolutions = map_parts(
@@ -299,11 +305,13 @@ class ZipappBuilder:
             chosen = resolutions[:1] if universal else resolutions
             outputs = tuple(
                 map_parts(
-                    ctx, lambda r: self._write(action, ctx, opts, r, universal, Path(tmp)), chosen
+                    ctx,
+                    lambda r: self._write(action, ctx, opts, r, resolutions, universal, Path(tmp)),
+                    chosen,
                 )
             )
         log.write_bytes(b"".join(path.read_bytes() for path in logs.values()))
-        return Outcome(self.key(action, ctx, deps), outputs, log)
+        return outputs
 
     def _write(
         self,
@@ -311,33 +319,31 @@ class ZipappBuilder:
         ctx: BuildContext,
         opts: ZipappOptions,
         resolution: Resolution,
+        resolutions: Sequence[Resolution],
         universal: bool,
         tmp: Path,
     ) -> Artifact:
         binary = action.binaries[0]
         top = opts.entrypoint.partition(":")[0].split(".")[0]
         if not any(p.name.partition(".")[0] == top for p in resolution.site.iterdir()):
-            raise BuildError(
-                action.id,
+            raise ShipyardError(
                 f"entrypoint {opts.entrypoint}: no module {top} in {binary}'s wheel "
-                "or its dependencies; fix the entrypoint or add the dependency",
+                "or its dependencies; fix the entrypoint or add the dependency"
             )
         info = {
             "binary": binary,
             **build_info(ctx.stamp),
             "python": ctx.python,
-            "platform": "any" if universal else resolution.platform,
+            "platform": ANY if universal else resolution.platform,
             "platforms": list(action.platforms if universal else (resolution.platform,)),
             "entrypoint": opts.entrypoint,
             "distributions": {d.name: d.version for d in resolution.distributions},
             "shipyard": __version__,
         }
-        try:
-            entries = layout(resolution.site, info, compile_pyc=opts.compile)
-        except ShipyardError as exc:
-            raise BuildError(action.id, str(exc)) from exc
-        suffix = "" if universal else "-" + resolution.platform.replace("/", "_")
-        target = ctx.dist / "zipapps" / f"{binary}-{ctx.stamp.version}{suffix}.pyz"
+        entries = layout(resolution.site, info, compile_pyc=opts.compile)
+        target = zipapp_file(
+            ctx.dist, binary, ctx.stamp.version, None if universal else resolution.platform
+        )
         # Written next to the output (tmp is in dist/), made executable, then renamed:
         # the .pyz appears whole, with its final mode, or not at all.
         temp = tmp / target.name
@@ -345,4 +351,17 @@ class ZipappBuilder:
         temp.chmod(0o755)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)
-        return Artifact(target, sha256_file(target), target.stat().st_size)
+        covered = resolutions if universal else (resolution,)
+        installed = tuple(
+            Installed(r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions))
+            for r in covered
+        )
+        return Artifact(
+            "zipapp",
+            binary,
+            str(info["platform"]),
+            target,
+            sha256_file(target),
+            target.stat().st_size,
+            Metadata(installed=installed),
+        )

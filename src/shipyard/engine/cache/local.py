@@ -4,7 +4,8 @@ Layout under the cache directory (all writes are temp-then-rename, so a killed
 build leaves at worst an unreferenced temp file, never a half entry):
 
     v1/blobs/<sha256>        output file contents
-    v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size
+    v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size,
+                             mode and the artifact's kind, binary, platform and metadata
     v1/.lock                 held shared by every build using the cache
     v1/checked/<repo>.json   outputs already in place and verified, by stat (see _Checked)
 
@@ -30,7 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 from platformdirs import user_cache_dir
 
@@ -42,20 +43,21 @@ from shipyard._fs import (
     sha256_file,
     sync_folder,
 )
+from shipyard.artifacts import Artifact
 from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
     RefusedEntry,
+    checked_description,
     checked_mode,
     checked_path,
     checked_sha256,
     checked_size,
-    declared_outputs,
     place_files,
     stored_mode,
 )
-from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext, Builder, Outcome
+from shipyard.engine.context import Builder
+from shipyard.engine.wrapper import OutputCache, Wrapped
 
 __all__ = ["ActionCache", "CachingBuilder", "OutputCache", "PruneResult", "default_cache_dir"]
 
@@ -237,6 +239,7 @@ class ActionCache:
                     sha256,
                     checked_size(output.get("size")),
                     checked_mode(output.get("mode", 0o644)),
+                    checked_description(output.get("artifact")),
                 )
             )
         return files
@@ -273,6 +276,7 @@ class ActionCache:
                     "sha256": a.sha256,
                     "size": a.size,
                     "mode": stored_mode(a.path),  # a zipapp stays executable
+                    "artifact": a.describe(),
                 }
                 for a in outputs
             ],
@@ -312,41 +316,8 @@ def _size(path: Path) -> int | None:
         return None
 
 
-class OutputCache(Protocol):
-    """What CachingBuilder needs of a cache."""
-
-    def restore(
-        self, key: str, repo: Path, declared: Declared | None = None
-    ) -> tuple[Artifact, ...] | None:
-        """Put a hit's outputs in place under `repo`, only where `declared` allows
-        (default: dist/); None on a miss."""
-        ...
-
-    def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
-        """Record the outputs of the action `key`."""
-        ...
-
-
-class CachingBuilder:
-    """Wraps a builder: a key already in the cache restores outputs and runs nothing."""
+class CachingBuilder(Wrapped):
+    """Wraps a builder with a cache: a key already in it restores outputs and runs nothing."""
 
     def __init__(self, inner: Builder, cache: OutputCache, *, force: bool = False) -> None:
-        self.inner = inner
-        self.kind = inner.kind
-        self.cache = cache
-        self.force = force
-
-    def key(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> str:
-        """The wrapped builder's key."""
-        return self.inner.key(action, ctx, deps)
-
-    def build(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Outcome:
-        """Restore on a hit (unless forced); otherwise build and store."""
-        key = self.inner.key(action, ctx, deps)
-        if not self.force:
-            restored = self.cache.restore(key, ctx.root, declared_outputs(action, ctx))
-            if restored is not None:
-                return Outcome(key, restored, cached=True)
-        outcome = self.inner.build(action, ctx, deps)
-        self.cache.store(key, outcome.outputs, ctx.root)
-        return outcome
+        super().__init__(inner, cache, force=force)

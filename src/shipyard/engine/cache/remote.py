@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.engine.cache.local import OutputCache
+from shipyard.artifacts import Artifact
 from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
     RefusedEntry,
+    checked_description,
     checked_mode,
     checked_path,
     checked_sha256,
@@ -37,17 +38,19 @@ from shipyard.engine.cache.restore import (
     place_files,
     stored_mode,
 )
-from shipyard.engine.scheduler import Artifact
+from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
+from shipyard.oci import mediatypes
 from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
 
 __all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache", "parse_cache_url"]
 
-ARTIFACT_TYPE = "application/vnd.shipyard.action.v1+json"
+ARTIFACT_TYPE = mediatypes.SHIPYARD_ACTION
 _EMPTY = b"{}"
-_EMPTY_TYPE = "application/vnd.oci.empty.v1+json"
+_EMPTY_TYPE = mediatypes.OCI_EMPTY
 _TITLE = "org.opencontainers.image.title"
 _MODE = "dev.shipyard.mode"  # octal; a zipapp stays executable
+_ABOUT = "dev.shipyard.artifact"  # JSON: the artifact's kind, binary, platform, metadata
 _OCTAL = re.compile(r"[0-7]{1,6}")
 _log = logging.getLogger(__name__)
 
@@ -106,7 +109,9 @@ class RemoteCache:
                     except RegistryError as exc:
                         raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
                     pulled.append(
-                        PlacedFile(blob, layer.parts, layer.sha256, layer.size, layer.mode)
+                        PlacedFile(
+                            blob, layer.parts, layer.sha256, layer.size, layer.mode, layer.about
+                        )
                     )
                 restored, _ = place_files(repo, pulled)
         except RefusedEntry as exc:
@@ -139,6 +144,7 @@ class RemoteCache:
                         "annotations": {
                             _TITLE: str(artifact.path.relative_to(repo)),
                             _MODE: f"{stored_mode(artifact.path):o}",
+                            _ABOUT: json.dumps(artifact.describe(), sort_keys=True),
                         },
                     }
                 )
@@ -182,9 +188,20 @@ def _layers(data: bytes, declared: Declared) -> list[PlacedFile] | None:
                 checked_sha256(digest.removeprefix("sha256:")),
                 checked_size(layer.get("size")),
                 checked_mode(int(mode, 8)),
+                checked_description(_about(notes.get(_ABOUT))),
             )
         )
     return checked
+
+
+def _about(text: object) -> object:
+    """The parsed artifact annotation (checked by the caller)."""
+    if not isinstance(text, str):
+        raise RefusedEntry("a layer does not describe its artifact")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise RefusedEntry("a layer's artifact annotation is not JSON") from None
 
 
 @dataclass

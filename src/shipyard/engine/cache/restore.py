@@ -13,25 +13,27 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
-import glob
 import hashlib
 import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from shipyard._fs import TEMP_PREFIX
+from shipyard.artifacts import Artifact
+from shipyard.dist import output_patterns
+from shipyard.engine.context import BuildContext
 from shipyard.engine.plan import Action
-from shipyard.engine.scheduler import Artifact, BuildContext
 
 __all__ = [
     "Declared",
     "PlacedFile",
     "RefusedEntry",
+    "checked_description",
     "checked_mode",
     "checked_path",
     "checked_sha256",
@@ -96,23 +98,16 @@ def _matches(pattern: tuple[str, ...], parts: Sequence[str]) -> bool:
 
 
 def declared_outputs(action: Action, ctx: BuildContext) -> Declared:
-    """Where `action` may write: the dist/ paths its kind's builder publishes to.
-
-    wheel: dist/wheels/*.whl; zipapp: dist/zipapps/<binary>-*.pyz; image: the
-    layout dist/images/<binary>/ and dist/images/<binary>-*.tar. A restore
-    writes nothing else, whatever a cache entry names.
+    """Where `action` may write: the dist/ paths its kind's builder publishes to
+    (`shipyard.dist.output_patterns`). A restore writes nothing else, whatever a
+    cache entry names.
     """
     try:
         dist = ctx.dist.relative_to(ctx.root).parts
     except ValueError:
         return Declared(())  # outputs outside the checkout: none is restored
-    binary = glob.escape(action.binaries[0]) if action.binaries else "*"
-    by_kind = {
-        "wheel": ((*dist, "wheels", "*.whl"),),
-        "zipapp": ((*dist, "zipapps", f"{binary}-*.pyz"),),
-        "image": ((*dist, "images", binary, "**"), (*dist, "images", f"{binary}-*.tar")),
-    }
-    return Declared(by_kind.get(action.kind, ((*dist, "**"),)))
+    binary = action.binaries[0] if action.binaries else None
+    return Declared(tuple((*dist, *p) for p in output_patterns(action.kind, binary)))
 
 
 def checked_path(value: object, declared: Declared) -> tuple[str, ...]:
@@ -146,6 +141,16 @@ def checked_size(value: object) -> int:
     return value
 
 
+def checked_description(value: object) -> Mapping[str, object]:
+    """`value` if it describes an artifact (kind, binary, platform, metadata); else RefusedEntry."""
+    try:
+        Artifact.described(value, Path(), "", 0)
+    except ValueError as exc:
+        raise RefusedEntry(f"the artifact description: {exc}") from None
+    assert isinstance(value, Mapping)
+    return value
+
+
 def checked_mode(value: object) -> int:
     """`value` if it is 0o644 or 0o755 (what a store records); else RefusedEntry."""
     if not isinstance(value, int) or isinstance(value, bool) or value not in _MODES:
@@ -168,6 +173,7 @@ class PlacedFile:
     sha256: str
     size: int
     mode: int
+    about: Mapping[str, object]  # the artifact's kind, binary, platform and metadata
 
 
 @dataclass
@@ -213,7 +219,9 @@ def place_files(
                 if item.temp:
                     with contextlib.suppress(OSError):
                         os.unlink(item.temp, dir_fd=item.folder)
-    restored = tuple(Artifact(repo.joinpath(*f.parts), f.sha256, f.size) for f in files)
+    restored = tuple(
+        Artifact.described(f.about, repo.joinpath(*f.parts), f.sha256, f.size) for f in files
+    )
     return restored, seen
 
 

@@ -9,21 +9,24 @@ nothing and a push killed half-way is finished by running it again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from shipyard.errors import UsageError
+from shipyard.oci.layout import blob_file, index_entries, layout_tops, manifest_blobs, read_blob
+from shipyard.oci.mediatypes import is_index
+from shipyard.oci.model import Descriptor, OCIError
 from shipyard.oci.remote.auth import find_credentials
 from shipyard.oci.remote.reference import validate_repository, validate_tag
-from shipyard.oci.remote.registry import MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX, Registry
+from shipyard.oci.remote.registry import Registry
 
 __all__ = [
     "Hub",
     "LayoutBlob",
     "LayoutImage",
+    "LayoutManifest",
     "Publisher",
     "PushResult",
     "default_registry",
@@ -32,8 +35,6 @@ __all__ = [
     "push_layout",
     "read_layout_image",
 ]
-
-_INDEX_TYPES = (MEDIA_OCI_INDEX, MEDIA_DOCKER_LIST)
 
 Step = Callable[[str], None]
 """Progress callback: one line per step taken or skipped (the library never prints)."""
@@ -48,60 +49,51 @@ class LayoutBlob:
     path: Path
 
 
+class LayoutManifest(NamedTuple):
+    """An index or manifest of a layout as it is pushed: digest, media type and bytes."""
+
+    digest: str
+    media_type: str
+    data: bytes
+
+    @classmethod
+    def read(cls, layout: Path, desc: Descriptor) -> LayoutManifest:
+        """The document `desc` names in `layout`, checked against its digest."""
+        return cls(desc.digest, desc.media_type, read_blob(layout, desc))
+
+
 @dataclass(frozen=True)
 class LayoutImage:
     """What one layout holds, in push order: blobs, platform manifests, then the root."""
 
     blobs: tuple[LayoutBlob, ...]
-    manifests: tuple[tuple[str, str, bytes], ...]  # (digest, media type, bytes)
-    root: tuple[str, str, bytes]  # the index (or single manifest) the tags name
+    manifests: tuple[LayoutManifest, ...]
+    root: LayoutManifest  # the index (or single manifest) the tags name
     platforms: tuple[str, ...]  # os/arch[/variant] of each platform manifest
 
 
-def _blob_path(layout: Path, digest: str) -> Path:
-    algorithm, _, hexdigest = digest.partition(":")
-    path = layout / "blobs" / algorithm / hexdigest
-    if not path.is_file():
-        raise UsageError(f"{layout}: blob {digest} is missing; rebuild the image")
-    return path
-
-
-def _platform(desc: Mapping[str, Any]) -> str:
-    plat = desc.get("platform") or {}
-    parts = [str(plat.get("os", "?")), str(plat.get("architecture", "?"))]
-    return "/".join(parts + ([str(plat["variant"])] if plat.get("variant") else []))
-
-
 def read_layout_image(layout: Path) -> LayoutImage:
-    """Read the layout at `layout`; its index.json must name exactly one image or index."""
+    """Read the layout at `layout`; its index.json must name exactly one image or index.
+
+    The layout is read with `shipyard.oci.layout`'s readers (descriptors, digests
+    checked); a missing, damaged or truncated blob is a UsageError: rebuild the image.
+    """
     try:
-        top = json.loads((layout / "index.json").read_bytes())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{layout}: not an OCI image layout ({exc}); build the image") from None
-    entries = top.get("manifests") or []
-    if len(entries) != 1:
-        raise UsageError(f"{layout}/index.json: expected one entry, found {len(entries)}")
-    root_desc = entries[0]
-    root_bytes = _blob_path(layout, root_desc["digest"]).read_bytes()
-    root = (str(root_desc["digest"]), str(root_desc["mediaType"]), root_bytes)
-    is_index = root[1] in _INDEX_TYPES
-    children = (json.loads(root_bytes).get("manifests") or []) if is_index else []
-    manifests: list[tuple[str, str, bytes]] = []
-    blobs: dict[str, LayoutBlob] = {}
-    images = [(root_desc, root_bytes)] if not children else []
-    for child in children:
-        data = _blob_path(layout, child["digest"]).read_bytes()
-        manifests.append((str(child["digest"]), str(child["mediaType"]), data))
-        images.append((child, data))
-    for _, data in images:
-        doc = json.loads(data)
-        for desc in [doc["config"], *doc.get("layers", [])]:
-            digest = str(desc["digest"])
-            blobs.setdefault(
-                digest, LayoutBlob(digest, int(desc["size"]), _blob_path(layout, digest))
-            )
-    platforms = tuple(_platform(c) for c in children)
-    return LayoutImage(tuple(blobs.values()), tuple(manifests), root, platforms)
+        tops = layout_tops(layout)
+        if len(tops) != 1:
+            raise UsageError(f"{layout}/index.json: expected one entry, found {len(tops)}")
+        root = LayoutManifest.read(layout, tops[0])
+        children = index_entries(root.data) if is_index(root.media_type) else ()
+        manifests = tuple(LayoutManifest.read(layout, child) for child in children)
+        blobs: dict[str, LayoutBlob] = {}
+        for image in manifests if is_index(root.media_type) else (root,):
+            for desc in manifest_blobs(image.data):
+                if desc.digest not in blobs:
+                    blobs[desc.digest] = LayoutBlob(desc.digest, desc.size, blob_file(layout, desc))
+    except (OCIError, ValueError) as exc:
+        raise UsageError(f"{exc}; rebuild the image") from None
+    platforms = tuple(str(child.platform or "?/?") for child in children)
+    return LayoutImage(tuple(blobs.values()), manifests, root, platforms)
 
 
 def push_layout(

@@ -12,7 +12,6 @@ import re
 from dataclasses import dataclass
 
 from shipyard.errors import UsageError
-from shipyard.oci.remote.auth import redact
 
 __all__ = [
     "InvalidReference",
@@ -40,6 +39,10 @@ class InvalidReference(UsageError, ValueError):
     """An image reference, repository, tag or digest does not follow the OCI grammar (exit 2)."""
 
     def __init__(self, text: str, part: str, reason: str) -> None:
+        # Here, not at the top: `shipyard check` parses image.base with this module and
+        # needs none of the credential code.
+        from shipyard.oci.remote.auth import redact
+
         # What the user wrote may hold a password (`user:pass@host`): never echo it.
         self.text = redact(text)
         self.part = redact(part)

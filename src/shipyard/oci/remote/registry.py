@@ -7,7 +7,7 @@ any other failed upload checks whether the blob landed after all, then starts
 again from the beginning. Downloads are verified against their length and digest
 and land atomically; one cut short is fetched again. Manifests are pushed by digest
 first; tags are moved last by the caller. Authentication, TLS, retries and the
-typed errors live in `shipyard._http.transport`. A Registry is safe to share between threads.
+typed errors live in `shipyard.oci.remote.transport`. A Registry is safe to share between threads.
 """
 
 from __future__ import annotations
@@ -25,7 +25,22 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 
-from shipyard._http.transport import (
+from shipyard._http.transport import failure_reason
+
+# Both families' types live in shipyard.oci.mediatypes; these names are kept for callers.
+from shipyard.oci.mediatypes import DOCKER_LIST as MEDIA_DOCKER_LIST
+from shipyard.oci.mediatypes import DOCKER_MANIFEST as MEDIA_DOCKER_MANIFEST
+from shipyard.oci.mediatypes import MANIFEST_TYPES as MANIFEST_MEDIA_TYPES
+from shipyard.oci.mediatypes import OCI_INDEX as MEDIA_OCI_INDEX
+from shipyard.oci.mediatypes import OCI_MANIFEST as MEDIA_OCI_MANIFEST
+from shipyard.oci.mediatypes import OCTET_STREAM as _OCTETS
+from shipyard.oci.remote.reference import (
+    is_digest,
+    validate_digest,
+    validate_repository,
+    validate_tag,
+)
+from shipyard.oci.remote.transport import (
     DEFAULT_CERTS_DIRS,
     AuthError,
     CertificateError,
@@ -33,13 +48,6 @@ from shipyard._http.transport import (
     RegistryError,
     RegistryStats,
     Transport,
-    failure_reason,
-)
-from shipyard.oci.remote.reference import (
-    is_digest,
-    validate_digest,
-    validate_repository,
-    validate_tag,
 )
 
 __all__ = [
@@ -57,17 +65,6 @@ __all__ = [
     "RegistryStats",
 ]
 
-MEDIA_OCI_INDEX = "application/vnd.oci.image.index.v1+json"
-MEDIA_OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-MEDIA_DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-MEDIA_DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-MANIFEST_MEDIA_TYPES = (
-    MEDIA_OCI_INDEX,
-    MEDIA_OCI_MANIFEST,
-    MEDIA_DOCKER_LIST,
-    MEDIA_DOCKER_MANIFEST,
-)
-_OCTETS = "application/octet-stream"
 _MAX_MANIFEST = 4 << 20  # the size registries are required to accept
 _MAX_PAGES = 1000
 
@@ -120,7 +117,7 @@ class Registry(Transport):
     `session` and `on_request(method, path, status)`. `stats` counts requests
     and bytes, so a caller can show that a second push uploaded nothing. URLs the
     registry names (upload locations, pages, redirects) get its credentials only
-    when they are on its own origin; see `shipyard._http.transport`.
+    when they are on its own origin; see `shipyard.oci.remote.transport`.
     """
 
     def ping(self) -> None:

@@ -1,17 +1,19 @@
-"""Crash consistency: SIGKILL at random moments never leaves a partial artifact in view.
+"""Shared by the crash-consistency tests (test_crash_*.py): kill, wait, recover, inspect.
 
-Four operations are killed, each at least TRIALS times: a build, the local cache
-write at the end of an action, a push of an image layout, and the upload to a
-registry-backed cache. Every test first times an uninterrupted run, then kills
-the CLI (its whole process group, so PEP 517 children die too) at moments drawn
-with a seeded RNG across that duration, looks for partial artifacts (a file in
-dist/ or the cache under its final name that is not whole; a registry tag naming
-a manifest whose blobs or child manifests are missing), and runs again: the next
-run must succeed with the bytes, or digests, of the uninterrupted run.
+Crash consistency: SIGKILL at random moments never leaves a partial artifact in view.
+Four operations are killed, each at least TRIALS times, one test file each: a build
+(test_crash_build.py), the local cache write at the end of an action
+(test_crash_cache_write.py), a push of an image layout (test_crash_push.py), and the
+upload to a registry-backed cache (test_crash_remote_cache.py). Every test first times
+an uninterrupted run, then kills the CLI (its whole process group, so PEP 517 children
+die too) at moments drawn with a seeded RNG across that duration, looks for partial
+artifacts (a file in dist/ or the cache under its final name that is not whole; a
+registry tag naming a manifest whose blobs or child manifests are missing), and runs
+again: the next run must succeed with the bytes, or digests, of the uninterrupted run.
 
 The repository is tiny (two small binaries, wheel and zipapp); one carries a
 4 MiB payload so that writing its outputs to the cache or a registry takes long
-enough for kills to land inside the write.
+enough for kills to land inside the write. `tiny` builds it once per session.
 """
 
 from __future__ import annotations
@@ -35,14 +37,8 @@ import pytest
 import requests
 
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.oci.remote.push import read_layout_image
 from shipyard.oci.remote.registry import MANIFEST_MEDIA_TYPES, MEDIA_DOCKER_LIST, MEDIA_OCI_INDEX
 from tests.integration._repo import clone
-from tests.integration.conftest import Services
-from tests.integration.test_push import make_layout
-from tests.reliability import record
-
-pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = 20
@@ -390,7 +386,7 @@ class Tiny:
     warm_keys: frozenset[str]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Tiny:
     origin = tmp_path_factory.mktemp("crash") / "origin"
     for name in ("ctl", "echo"):
@@ -444,239 +440,3 @@ def _stored(cache: Path) -> Callable[[], bool]:
 def _big_zipapp(root: Path, tiny: Tiny) -> Path:
     """meshctl's zipapp, which carries the payload: the longest cache write."""
     return root / "dist" / next(n for n in tiny.good if n.startswith("zipapps/meshctl-"))
-
-
-# -- the tests -------------------------------------------------------------------------
-
-
-@pytest.mark.reliability
-def test_sigkill_during_a_build_leaves_no_partial_output(tiny: Tiny, tmp_path: Path) -> None:
-    root = clone(tiny.origin, tmp_path / "repo")
-    moments = _Moments(7001, tiny.build_seconds)
-    warm = tmp_path / "warm-cache"
-    partial = recovered = caught_writing = 0
-    for trial, delay in enumerate(moments):
-        # One trial in five starts from an empty cache, so the run after the kill
-        # must build what is missing; the others force a full build over a cache
-        # filled by earlier runs (and rewrite its entries).
-        fresh = trial % 5 == 0
-        cache = tmp_path / f"cache-{trial}" if fresh else warm
-        if trial % 2 == 0:  # half start with no outputs at all
-            shutil.rmtree(root / "dist", ignore_errors=True)
-        args = ["build", f"--cache-dir={cache}", *([] if fresh else ["--force"])]
-        killed = _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path))
-        moments.landed(killed)
-        state = _cache_state(cache)
-        problems = [*_dist_problems(root / "dist", tiny.good), *state.problems]
-        partial += len(problems)
-        assert not problems, f"trial {trial} (killed at {delay:.2f}s): {problems}"
-        caught_writing += state.temporaries > 0
-        _recover(root, ["build", f"--cache-dir={cache}"], tmp_path / "next.log", _cli_env(tmp_path))
-        _assert_recovered(root, tiny.good, cache, trial)
-        recovered += 1
-    leaked = moments.finish(tmp_path, "landed mid-build")
-    record(
-        "SIGKILL during a build",
-        area="crash",
-        cases=moments.trials,
-        injected=f"SIGKILL of the build's process group at {moments.trials} random moments "
-        f"across an uninterrupted build ({tiny.build_seconds:.1f}s: 2 binaries, wheel + zipapp)",
-        result=f"{moments.summary()}; partial artifacts seen {partial}; recovered "
-        f"{recovered}/{moments.trials}, outputs byte-identical",
-        figures=_trial_figures(
-            moments,
-            partial,
-            recovered,
-            leaked,
-            killed_inside_a_cache_file_write=caught_writing,
-            baseline_seconds=round(tiny.build_seconds, 2),
-        ),
-    )
-
-
-@pytest.mark.reliability
-def test_sigkill_during_the_cache_write_leaves_no_partial_entry(tiny: Tiny, tmp_path: Path) -> None:
-    # Every action but meshctl's zipapp is cached: each run restores the others,
-    # builds that zipapp (with the payload) and stores it. Kills are timed from the
-    # moment it is in dist/: hashing it, then writing its blob and entry to the
-    # cache follow; the write is over when the entry is there.
-    root = clone(tiny.origin, tmp_path / "repo")
-    big = _big_zipapp(root, tiny)
-
-    def prepare(name: str) -> tuple[Path, list[str]]:
-        big.unlink(missing_ok=True)
-        shutil.copytree(tiny.warm_cache, tmp_path / name)
-        return tmp_path / name, ["build", f"--cache-dir={tmp_path / name}"]
-
-    def measure(run: int) -> float:
-        cache, args = prepare(f"cache-baseline-{run}")
-        done = _stored(cache)
-        return _timed(root, args, tmp_path / "base.log", _cli_env(tmp_path), big.exists, done)
-
-    window = _baseline(measure)
-    moments = _Moments(7002, window)
-    partial = recovered = caught_writing = 0
-    for trial, delay in enumerate(moments):
-        cache, args = prepare(f"cache-{trial}")
-        _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path), big.exists)
-        state = _cache_state(cache)
-        problems = [*_dist_problems(root / "dist", tiny.good), *state.problems]
-        partial += len(problems)
-        assert not problems, f"trial {trial} (killed at {delay * 1000:.1f}ms): {problems}"
-        moments.landed(len(state.entries) < 4)
-        caught_writing += state.temporaries > 0
-        _recover(root, args, tmp_path / "next.log", _cli_env(tmp_path))
-        _assert_recovered(root, tiny.good, cache, trial)
-        recovered += 1
-    leaked = moments.finish(tmp_path, "landed before the entry")
-    record(
-        "SIGKILL during the local cache write",
-        area="crash",
-        cases=moments.trials,
-        injected=f"SIGKILL at {moments.trials} random moments across the {window * 1000:.0f}ms "
-        "from a 4 MiB zipapp's appearance in dist/ to its cache entry (hash, blob, entry)",
-        result=f"{moments.summary()} ({caught_writing} inside a file write); partial "
-        f"artifacts seen {partial}; recovered {recovered}/{moments.trials}, outputs "
-        "byte-identical, temporaries swept",
-        figures=_trial_figures(
-            moments,
-            partial,
-            recovered,
-            leaked,
-            killed_inside_a_file_write=caught_writing,
-            window_ms=round(window * 1000, 1),
-        ),
-    )
-
-
-@pytest.mark.reliability
-@pytest.mark.requires("registry")
-def test_sigkill_during_a_push_never_tags_an_incomplete_image(
-    services: Services, tmp_path: Path
-) -> None:
-    root = tmp_path / "repo"
-    (root / "app").mkdir(parents=True)
-    (root / "app" / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1.0"\n')
-    (root / "binaries.yaml").write_text(IMAGE_MANIFEST)
-    layout = root / "dist" / "images" / "app"
-    platforms = ("linux/amd64", "linux/arm64", "linux/arm/v7")
-    shared = random.Random(7003).randbytes(PAYLOAD)
-    digest = make_layout(layout, platforms, "crash", shared=shared)
-    blobs = [blob.digest for blob in read_layout_image(layout).blobs]
-    view = RegistryView(services.registry)
-    log = tmp_path / "push.log"
-
-    def pushing() -> bool:  # the first step line: the first blob is up
-        return log.exists() and log.stat().st_size > 0
-
-    def pushed() -> bool:  # the last line, printed once every tag has moved
-        return "tags: " in log.read_text()
-
-    def hub(name: str) -> dict[str, str]:
-        return _cli_env(tmp_path, HUB=f"{services.registry}/crash-{RUN}/{name}")
-
-    window = _baseline(lambda run: _timed(root, ["push"], log, hub(f"base{run}"), pushing, pushed))
-    good, missing = view.tagged(f"crash-{RUN}/base0/app")
-    assert good == {"1.0.0": digest, "latest": digest} and not missing
-    moments = _Moments(7004, window)
-    partial = recovered = 0
-    for trial, delay in enumerate(moments):
-        repo = f"crash-{RUN}/push-{trial}/app"
-        _sigkill(root, ["push"], delay, log, hub(f"push-{trial}"), pushing)
-        tags, missing = view.tagged(repo)
-        wrong = [f"{repo}:{t} -> {d}" for t, d in tags.items() if d != digest]
-        partial += len(missing) + len(wrong)
-        assert not missing and not wrong, f"trial {trial} ({delay * 1000:.0f}ms): {missing}"
-        moments.landed(len(tags) < 2)
-        _recover(root, ["push"], tmp_path / "next.log", hub(f"push-{trial}"))
-        tags, missing = view.tagged(repo)
-        assert tags == good and not missing, f"trial {trial}: {tags} {missing}"
-        assert all(view.has_blob(repo, blob) for blob in blobs), f"trial {trial}"
-        recovered += 1
-    leaked = moments.finish(tmp_path, "landed before the tags")
-    record(
-        "SIGKILL during an image push",
-        area="crash",
-        cases=moments.trials,
-        injected=f"SIGKILL of `shipyard push` at {moments.trials} random moments across the "
-        f"{window * 1000:.0f}ms push of a 3-platform layout (7 blobs, 4 manifests, 2 tags)",
-        result=f"{moments.summary()}; partial artifacts seen {partial} (GET of every tagged "
-        f"manifest and child, HEAD of every blob); recovered {recovered}/{moments.trials}, "
-        "digests equal",
-        figures=_trial_figures(
-            moments, partial, recovered, leaked, window_ms=round(window * 1000, 1)
-        ),
-    )
-
-
-@pytest.mark.reliability
-@pytest.mark.requires("registry")
-def test_sigkill_during_a_remote_cache_upload_never_tags_a_partial_entry(
-    services: Services, tiny: Tiny, tmp_path: Path
-) -> None:
-    # As in the cache-write test, each run builds meshctl's zipapp and stores it;
-    # with a remote cache it is uploaded (blobs, then the manifest tagged with the
-    # action key) before it is written to the local cache.
-    root = clone(tiny.origin, tmp_path / "repo")
-    big = _big_zipapp(root, tiny)
-    view = RegistryView(services.registry)
-
-    def prepare(name: str) -> tuple[Path, list[str], str]:
-        big.unlink(missing_ok=True)
-        shutil.copytree(tiny.warm_cache, tmp_path / name)
-        repo = f"crash-{RUN}/{name}"
-        remote = f"--cache=oci://{services.registry}/{repo}"
-        return tmp_path / name, ["build", f"--cache-dir={tmp_path / name}", remote], repo
-
-    def measure(run: int) -> float:
-        cache, args, _ = prepare(f"cache-baseline-{run}")
-        done = _stored(cache)
-        return _timed(root, args, tmp_path / "base.log", _cli_env(tmp_path), big.exists, done)
-
-    window = _baseline(measure)
-    good, missing = view.tagged(f"crash-{RUN}/cache-baseline-0")
-    assert len(good) == 1 and not missing, (good, missing)
-    # The reference bytes are those of an uninterrupted run of this same command.
-    outputs = _outputs(root / "dist")
-    moments = _Moments(7005, window)
-    partial = recovered = untagged = 0
-    for trial, delay in enumerate(moments):
-        cache, args, repo = prepare(f"cache-{trial}")
-        _sigkill(root, args, delay, tmp_path / f"kill-{trial}.log", _cli_env(tmp_path), big.exists)
-        tags, missing = view.tagged(repo)
-        state = _cache_state(cache)
-        wrong = [f"{repo}:{t} -> {d}" for t, d in tags.items() if good.get(t) != d]
-        problems = [*missing, *wrong, *state.problems, *_dist_problems(root / "dist", outputs)]
-        partial += len(problems)
-        assert not problems, f"trial {trial} (killed at {delay * 1000:.1f}ms): {problems}"
-        # The remote is written first: a zipapp in the local cache is in the remote one.
-        local = state.entries - tiny.warm_keys
-        assert local <= set(tags), f"trial {trial}: {sorted(local - set(tags))} is only local"
-        moments.landed(len(state.entries) < 4)
-        untagged += not tags
-        _recover(root, args, tmp_path / "next.log", _cli_env(tmp_path))
-        _assert_recovered(root, outputs, cache, trial)
-        tags, missing = view.tagged(repo)
-        assert tags == good and not missing, f"trial {trial}: {tags} {missing}"
-        recovered += 1
-    leaked = moments.finish(tmp_path, "landed mid-upload")
-    record(
-        "SIGKILL during a remote cache upload",
-        area="crash",
-        cases=moments.trials,
-        injected=f"SIGKILL at {moments.trials} random moments across the {window * 1000:.0f}ms "
-        "from a 4 MiB zipapp's appearance in dist/ to its cache entry (upload to oci://, "
-        "then the local write)",
-        result=f"{moments.summary()} ({untagged} before the key was tagged); partial "
-        f"artifacts seen {partial} (GET of every tagged manifest, HEAD of every blob); "
-        f"recovered {recovered}/{moments.trials}, outputs byte-identical, tag digests equal "
-        "to an uninterrupted run",
-        figures=_trial_figures(
-            moments,
-            partial,
-            recovered,
-            leaked,
-            killed_before_the_tag=untagged,
-            window_ms=round(window * 1000, 1),
-        ),
-    )
