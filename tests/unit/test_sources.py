@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -95,3 +96,44 @@ def test_a_folder_named_build_below_the_top_of_a_source_is_hashed(
     _write(source / "build/lib/pkg/copy.py", "changed\n")
     _write(source / "dist/pkg-1.0-py3-none-any.whl", "changed\n")
     assert tree_hash(source, "k") == edited
+
+
+def test_editing_any_module_of_shipyard_changes_its_own_wheel_key(tmp_path: Path) -> None:
+    """Regression (issue 13): the walker skipped every folder named `build`, so an
+    edit under the old src/shipyard/build/ left shipyard's wheel key unchanged and
+    the next build was a stale cache hit. Every .py file under src/shipyard of a
+    copy of this repository is edited in turn; each edit must change the key the
+    wheel builder hashes for the `shipyard` binary's source."""
+    from shipyard.engine.plan import Selection, make_plan
+    from shipyard.manifest import load_manifest
+
+    repo = Path(__file__).resolve().parents[2]
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout.decode()
+    copy = tmp_path / "repo"
+    for name in filter(None, listed.split("\0")):
+        if (repo / name).is_file() and not (repo / name).is_symlink():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(repo / name, copy / name)
+    _git(copy, "init", "-q")
+    _git(copy, "add", "-A")
+    manifest = load_manifest(copy / "binaries.yaml")
+    plan = make_plan(manifest, Selection(binaries=("shipyard",), outputs=("wheel",)))
+    (wheel,) = [a for a in plan.actions if a.kind == "wheel"]
+
+    def key() -> str:
+        return tree_hash(wheel.source, exclude=wheel.nested, root=copy, git=GitIgnored(copy))
+
+    before = key()
+    modules = sorted((copy / "src" / "shipyard").rglob("*.py"))
+    assert len(modules) > 50
+    unchanged = []
+    for module in modules:
+        text = module.read_text()
+        module.write_text(text + "# edited\n")
+        if key() == before:
+            unchanged.append(module.relative_to(copy).as_posix())
+        module.write_text(text)
+    assert not unchanged, f"edits that left shipyard's wheel key unchanged: {unchanged}"
+    assert key() == before
