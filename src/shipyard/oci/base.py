@@ -31,7 +31,8 @@ from shipyard.errors import UsageError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.basespec import BaseSource, BaseSpec, parse_base
 from shipyard.oci.keys import base_fingerprint
-from shipyard.oci.layer import BlobStore, check_base_layers, layer_from_tarball
+from shipyard.oci.layer import BlobStore, layer_from_tarball
+from shipyard.oci.layercheck import check_base_layers
 from shipyard.oci.layout import find_images, read_layout
 from shipyard.oci.mediatypes import is_index, is_manifest
 from shipyard.oci.model import Config, Descriptor, History, Image, OCIError, Platform

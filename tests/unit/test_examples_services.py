@@ -1,27 +1,30 @@
-"""The examples/mesh projects work: each is imported from its source tree and exercised
-over real loopback sockets, with every server shut down when its test ends."""
+"""The examples/mesh services work: mesh-discovery with meshctl, mesh-agent and mesh-echo
+are imported from their source trees and exercised over real loopback sockets, with every
+server shut down when its test ends; every CLI reports its version."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import signal
 import socket
-import socketserver
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from importlib import metadata
-from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+
+from tests.unit._mesh import (
+    TIMEOUT,
+    bound_port,
+    closed_port,
+    expected_version,
+    http_json,
+    serving,
+    spawn,
+    terminate,
+)
 
 # The examples are not installed in the test environment; import them from their src trees.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/agent/src"))
@@ -32,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/echo
 
 from meshagent import YAML_NATIVE, AgentConfig, AgentConfigError, HealthServer, load_config
 from meshagent.main import main as agent_main
-from meshcni import Interface, ProcNet, ProcNetFormatError, Route, parse_net_dev, parse_net_route
 from meshcni.main import main as cni_main
 from meshctl import DiscoveryClient, DiscoveryRequestError
 from meshctl.cli import main as ctl_main
@@ -40,94 +42,6 @@ from meshdiscovery import DiscoveryServer
 from meshdiscovery.server import main as discovery_main
 from meshecho import EchoServer, send
 from meshecho.main import main as echo_main
-
-MESH = Path(__file__).resolve().parents[2] / "examples" / "mesh"
-SOURCE_PATH = os.pathsep.join(
-    str(MESH / project / "src") for project in ("agent", "cni", "ctl", "discovery", "echo")
-)
-# Generous for a loaded CI machine; every wait below normally ends in milliseconds.
-TIMEOUT = 10.0
-
-# /proc/net/dev as a little-endian Linux host writes it; lo is listed after eth0 on purpose.
-SAMPLE_NET_DEV = """\
-Inter-|   Receive                                                |  Transmit
- face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
-  eth0: 272461481    6960    0    0    0     0          0         0   340660    4298    0    0    0     0       0          0
-    lo:    3193      29    0    0    0     0          0         0     3193      29    0    0    0     0       0          0
-"""  # noqa: E501 - kernel output, kept verbatim
-SAMPLE_NET_ROUTE = """\
-Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
-eth0\t00000000\t010200C0\t0003\t0\t0\t100\t00000000\t0\t0\t0
-eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
-"""
-
-
-@contextmanager
-def serving(server: socketserver.BaseServer) -> Iterator[None]:
-    """Run ``server`` on a thread for the block, then shut it down and close its socket."""
-    # A short poll interval keeps shutdown() from waiting out the default half second.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02})
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        thread.join(TIMEOUT)
-        server.server_close()
-
-
-def bound_port(server: socketserver.TCPServer | socket.socket) -> int:
-    """The real port of a server or socket bound to port 0."""
-    sock = server if isinstance(server, socket.socket) else server.socket
-    return int(sock.getsockname()[1])
-
-
-def closed_port() -> int:
-    """A loopback port with (almost certainly) nothing listening on it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return bound_port(probe)
-
-
-def http_json(port: int, method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
-    """One request to 127.0.0.1:``port``; the status and the decoded JSON body."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
-    try:
-        if body is None:  # request() would add "Content-Length: 0" to a PUT; send none at all
-            connection.putrequest(method, path)
-            connection.endheaders()
-        else:
-            connection.request(method, path, body=body)
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
-
-
-def expected_version(dist: str) -> str:
-    """What a CLI's --version should report for ``dist`` in this environment."""
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "0.0.0+source"
-
-
-def spawn(module: str, *args: str) -> subprocess.Popen[str]:
-    """Start ``module``'s main() as a real process, importing the examples from source."""
-    return subprocess.Popen(
-        [sys.executable, "-c", f"from {module} import main; raise SystemExit(main())", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SOURCE_PATH},
-    )
-
-
-def terminate(process: subprocess.Popen[str]) -> tuple[int, str]:
-    """SIGTERM ``process``; its exit status and remaining stderr."""
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=TIMEOUT)
-    return process.returncode, stderr
 
 
 @pytest.fixture
@@ -432,99 +346,3 @@ def test_echo_serve_prints_port_then_echoes_until_sigterm() -> None:
         if server.poll() is None:  # only when an assertion failed before it was stopped
             server.kill()
             server.communicate()
-
-
-# --- mesh-cni -------------------------------------------------------------------------------
-
-
-def test_cni_parses_net_dev_text() -> None:
-    assert parse_net_dev(SAMPLE_NET_DEV) == [
-        Interface("eth0", rx_bytes=272461481, rx_packets=6960, tx_bytes=340660, tx_packets=4298),
-        Interface("lo", rx_bytes=3193, rx_packets=29, tx_bytes=3193, tx_packets=29),
-    ]
-
-
-@pytest.mark.parametrize(
-    "bad_line",
-    ["  eth0 272461481 6960", "  eth0: 1 2 3", "  eth0: " + " ".join(["1"] * 15) + " x"],
-)
-def test_cni_names_the_line_of_malformed_net_dev(bad_line: str) -> None:
-    header = "".join(SAMPLE_NET_DEV.splitlines(keepends=True)[:2])
-
-    with pytest.raises(ProcNetFormatError, match=r"^/proc/net/dev line 3: "):
-        parse_net_dev(header + bad_line + "\n")
-
-
-def test_cni_parses_net_route_text() -> None:
-    routes = parse_net_route(SAMPLE_NET_ROUTE, byteorder="little")
-
-    assert routes == [
-        Route("eth0", IPv4Network("0.0.0.0/0"), IPv4Address("192.0.2.1"), flags=3, metric=100),
-        Route("eth0", IPv4Network("192.0.2.0/24"), IPv4Address("0.0.0.0"), flags=1, metric=0),
-    ]
-    assert [route.flag_letters for route in routes] == ["UG", "U"]
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="reads the real /proc/net")
-def test_cni_reads_loopback_from_real_proc_net_dev() -> None:
-    names = [interface.name for interface in ProcNet(Path("/proc/net"), sys.platform).interfaces()]
-
-    assert "lo" in names
-
-
-def test_cni_interfaces_cli_prints_table_and_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A copied /proc/net keeps the output exact; the platform must still say Linux.
-    monkeypatch.setattr(sys, "platform", "linux")
-    (tmp_path / "dev").write_text(SAMPLE_NET_DEV)
-    (tmp_path / "route").write_text(SAMPLE_NET_ROUTE)
-    proc_net = ["--proc-net", str(tmp_path)]
-
-    assert cni_main([*proc_net, "interfaces"]) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        "NAME  RX_BYTES   RX_PACKETS  TX_BYTES  TX_PACKETS",
-        "eth0  272461481  6960        340660    4298",
-        "lo    3193       29          3193      29",
-    ]
-    assert cni_main([*proc_net, "interfaces", "--json"]) == 0
-    assert [entry["name"] for entry in json.loads(capsys.readouterr().out)] == ["eth0", "lo"]
-    assert cni_main([*proc_net, "routes", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)[0] == {
-        "interface": "eth0",
-        "destination": "0.0.0.0/0",
-        "gateway": "192.0.2.1" if sys.byteorder == "little" else "1.2.0.192",
-        "flags": "UG",
-        "metric": 100,
-    }
-
-
-def test_cni_on_non_linux_exits_2_with_one_line_and_no_traceback() -> None:
-    code = (
-        "import sys; sys.platform = 'darwin'; from meshcni.main import main; "
-        "raise SystemExit(main(['interfaces']))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SOURCE_PATH},
-        timeout=TIMEOUT,
-        check=False,
-    )
-
-    assert result.returncode == 2
-    assert result.stderr == "mesh-cni: needs Linux /proc/net (this is darwin)\n"
-    assert result.stdout == ""
-
-
-def test_cni_without_proc_net_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sys, "platform", "linux")
-    missing = tmp_path / "no-proc" / "net"
-
-    assert cni_main(["--proc-net", str(missing), "routes"]) == 2
-    assert capsys.readouterr().err == (
-        f"mesh-cni: needs Linux /proc/net (this is linux, but {missing / 'route'} is missing)\n"
-    )
