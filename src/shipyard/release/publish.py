@@ -24,8 +24,10 @@ with the same digest is success; with another digest, an error.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -165,6 +167,35 @@ def check_staged(folder: Path, staged: dict[str, Any]) -> dict[str, LayoutImage]
     return images
 
 
+class _Steps:
+    """What wraps every publish step: the journal and the dry run.
+
+    A step already journalled is skipped, a dry run only says what it would do,
+    and a step that succeeded is journalled; the publishers below only publish
+    (as GoReleaser's publishers are wrapped by its skip and error handlers).
+    """
+
+    def __init__(self, ctx: ReleaseContext, journal: Journal) -> None:
+        self._ctx = ctx
+        self._journal = journal
+
+    def run(
+        self, step: str, would: str | Callable[[], str], do: Callable[[], None], **done: Any
+    ) -> None:
+        """Run `do` for `step` unless journalled; in a dry run report `would` instead."""
+        if self._journal.done(step):
+            self._ctx.on_step(f"journalled {step}")
+        elif self._ctx.options.dry_run:
+            self._ctx.on_step(would if isinstance(would, str) else would())
+        else:
+            do()
+            self._journal.record(step, **done)
+
+
+def _would_upload(ctx: ReleaseContext, step: str) -> str:
+    return f"would upload {step} to {_index(ctx).url}"
+
+
 class Publish:
     """Images to every hub by digest, wheels to the index, then all tags; journalled."""
 
@@ -178,94 +209,106 @@ class Publish:
         """Publish each step not yet journalled; in a dry run, only report each step."""
         folder = ctx.release_dir
         images = check_staged(folder, ctx.staged or {})
-        journal = Journal(folder / JOURNAL_NAME)
+        steps = _Steps(ctx, Journal(folder / JOURNAL_NAME))
         publisher = Publisher(ctx.registry_for, on_step=ctx.on_step)
-        self._images(ctx, journal, publisher, images)
-        self._wheels(ctx, journal)
-        self._tags(ctx, journal, publisher, images)
+        self._images(ctx, steps, publisher, images)
+        self._wheels(ctx, steps)
+        self._tags(ctx, steps, publisher, images)
 
     def _images(
         self,
         ctx: ReleaseContext,
-        journal: Journal,
+        steps: _Steps,
         publisher: Publisher,
         images: dict[str, LayoutImage],
     ) -> None:
         """Every image to every hub by digest; no tag moves."""
         for art in _artifacts(ctx, "image"):
-            binary, digest, tags = art["binary"], art["digest"], art["tags"]
             for hub_text in art["hubs"]:
                 step = _upload_step(hub_text, art)
-                if journal.done(step):
-                    ctx.on_step(f"journalled {step}")
-                    continue
-                if ctx.options.dry_run:
-                    ctx.on_step(f"would push {step} with tags {', '.join(tags)}")
-                    continue
-                hub = parse_hub(hub_text)
-                repo = hub.repository(binary)
-                found = publisher.client(hub.host).manifest_exists(repo, tags[0])
-                if found not in (None, digest):
-                    raise PublishError(
-                        f"{hub.host}/{repo}:{tags[0]} already exists with {found}, "
-                        f"not the staged {digest}; this version was released differently"
-                    )
-                publisher.push(binary, images[art["path"]], [hub_text], [])
-                journal.record(step, digest=digest)
-
-    def _wheels(self, ctx: ReleaseContext, journal: Journal) -> None:
-        """Every wheel to the package index (public at once: an index never untags)."""
-        folder = ctx.release_dir
-        for art in _artifacts(ctx, "wheel"):
-            name = Path(art["path"]).name
-            step = f"wheel {name}"
-            if journal.done(step):
-                ctx.on_step(f"journalled {step}")
-                continue
-            index = _index(ctx)
-            if ctx.options.dry_run:
-                ctx.on_step(f"would upload {step} to {index.url}")
-                continue
-            found = index.sha256(name)
-            if found == art["sha256"]:
-                ctx.on_step(f"have {step} on {index.url}")
-            elif found is not None:
-                raise PublishError(
-                    f"{index.url} already has {name} with sha256 {found}, not the staged "
-                    f"{art['sha256']}; an index never replaces a file: release a new version"
+                steps.run(
+                    step,
+                    f"would push {step} with tags {', '.join(art['tags'])}",
+                    functools.partial(self._image, publisher, images, art, hub_text),
+                    digest=art["digest"],
                 )
-            else:
-                index.upload(folder / art["path"])
-                ctx.on_step(f"uploaded {step} to {index.url}")
-            journal.record(step, sha256=art["sha256"])
+
+    @staticmethod
+    def _image(
+        publisher: Publisher, images: dict[str, LayoutImage], art: dict[str, Any], hub_text: str
+    ) -> None:
+        binary, digest, tags = art["binary"], art["digest"], art["tags"]
+        hub = parse_hub(hub_text)
+        repo = hub.repository(binary)
+        found = publisher.client(hub.host).manifest_exists(repo, tags[0])
+        if found not in (None, digest):
+            raise PublishError(
+                f"{hub.host}/{repo}:{tags[0]} already exists with {found}, "
+                f"not the staged {digest}; this version was released differently"
+            )
+        publisher.push(binary, images[art["path"]], [hub_text], [])
+
+    def _wheels(self, ctx: ReleaseContext, steps: _Steps) -> None:
+        """Every wheel to the package index (public at once: an index never untags)."""
+        for art in _artifacts(ctx, "wheel"):
+            step = f"wheel {Path(art['path']).name}"
+            steps.run(
+                step,
+                functools.partial(_would_upload, ctx, step),
+                functools.partial(self._wheel, ctx, art, step),
+                sha256=art["sha256"],
+            )
+
+    @staticmethod
+    def _wheel(ctx: ReleaseContext, art: dict[str, Any], step: str) -> None:
+        index, name = _index(ctx), Path(art["path"]).name
+        found = index.sha256(name)
+        if found == art["sha256"]:
+            ctx.on_step(f"have {step} on {index.url}")
+        elif found is not None:
+            raise PublishError(
+                f"{index.url} already has {name} with sha256 {found}, not the staged "
+                f"{art['sha256']}; an index never replaces a file: release a new version"
+            )
+        else:
+            index.upload(ctx.release_dir / art["path"])
+            ctx.on_step(f"uploaded {step} to {index.url}")
 
     def _tags(
         self,
         ctx: ReleaseContext,
-        journal: Journal,
+        steps: _Steps,
         publisher: Publisher,
         images: dict[str, LayoutImage],
     ) -> None:
         """The last phase: the version tag on every hub, then every other tag."""
         for art, hub_text, tag in _tag_order(ctx.staged or {}):
-            step = _tag_step(hub_text, art, tag)
-            if journal.done(step):
-                ctx.on_step(f"journalled {step}")
-                continue
-            if ctx.options.dry_run:
-                ctx.on_step(f"would tag {hub_text}/{art['binary']}:{tag} -> {art['digest']}")
-                continue
-            hub = parse_hub(hub_text)
-            client, repo = publisher.client(hub.host), hub.repository(art["binary"])
-            if tag == art["tags"][0]:  # the version tag: never moved off another release
-                found = client.manifest_exists(repo, tag)
-                if found not in (None, art["digest"]):
-                    raise PublishError(
-                        f"{hub.host}/{repo}:{tag} already exists with {found}, "
-                        f"not the staged {art['digest']}; this version was released differently"
-                    )
-            move_tags(client, repo, images[art["path"]].root, [tag], on_step=ctx.on_step)
-            journal.record(step, digest=art["digest"])
+            steps.run(
+                _tag_step(hub_text, art, tag),
+                f"would tag {hub_text}/{art['binary']}:{tag} -> {art['digest']}",
+                functools.partial(self._tag, ctx, publisher, images, art, hub_text, tag),
+                digest=art["digest"],
+            )
+
+    @staticmethod
+    def _tag(
+        ctx: ReleaseContext,
+        publisher: Publisher,
+        images: dict[str, LayoutImage],
+        art: dict[str, Any],
+        hub_text: str,
+        tag: str,
+    ) -> None:
+        hub = parse_hub(hub_text)
+        client, repo = publisher.client(hub.host), hub.repository(art["binary"])
+        if tag == art["tags"][0]:  # the version tag: never moved off another release
+            found = client.manifest_exists(repo, tag)
+            if found not in (None, art["digest"]):
+                raise PublishError(
+                    f"{hub.host}/{repo}:{tag} already exists with {found}, "
+                    f"not the staged {art['digest']}; this version was released differently"
+                )
+        move_tags(client, repo, images[art["path"]].root, [tag], on_step=ctx.on_step)
 
 
 class Verify:
