@@ -357,3 +357,26 @@ def test_layer_digests_in_messages_are_the_blobs(tmp_path: Path) -> None:
     blob = tmp_path / "base" / "blobs" / "sha256" / digests[1].split(":")[1]
     assert "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest() == digests[1]
     assert digests[1] in str(got) and digests[0] in str(got)
+
+
+@pytest.mark.parametrize("junk", [b"J" * 512, b"\0" * 1024 + b"x" * 512], ids=["bad", "after-end"])
+def test_an_entry_hidden_after_a_block_tarfile_stops_at_is_still_checked(
+    tmp_path: Path, junk: bytes
+) -> None:
+    """Regression (review of issue 12, item 5): tarfile's stream reader ended a layer
+    at the first block that is no valid header (or at the end blocks), while GNU tar
+    skips it and unpacks what follows; an entry written through an earlier layer's
+    link after such a block was never checked. The layer blob keeps its digest."""
+    first = _tar([M("escape", SYM, "/etc")])
+    head = _tar([M("ok.txt")]).rstrip(b"\0")
+    head += b"\0" * (-len(head) % 512)
+    second = head + junk + _tar([M("escape/passwd")])
+    store = BlobStore(tmp_path / "maker-store")
+    image = Image(Platform("linux", "amd64"), config=Config())
+    for raw in (first, second):
+        image = append_layer(image, layer_from_tarball(io.BytesIO(raw), store))
+    write_layout(tmp_path / "base", make_index([image]), ref="1")
+    with pytest.raises(UsageError, match="escape/passwd"):
+        load_base(
+            "oci-layout:base", ["linux/amd64"], root=tmp_path, store=BlobStore(tmp_path / "s")
+        )

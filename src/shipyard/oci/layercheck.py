@@ -27,7 +27,7 @@ __all__ = ["UnsafeLayerError", "check_base_layer", "check_base_layers"]
 
 _CHUNK = 1 << 20
 # Part of every check note: bump it when the rules change, so every base is checked again.
-_RULES = "2"
+_RULES = "3"
 _ZSTD = b"\x28\xb5\x2f\xfd"
 _OPAQUE = ".wh..wh..opq"
 
@@ -214,15 +214,24 @@ def _read_layer(path: Path, tree: _MergedTree) -> tuple[str, str]:
             with gzip.GzipFile(fileobj=blob, mode="rb") as inflated:
                 tar_stream = _HashingReader(inflated)
                 _check_entries(tar_stream, tree)
-                while tar_stream.read(_CHUNK):
-                    pass  # the tar's end blocks and padding count in its diff_id
+                _only_zeros_after(tar_stream, where)
             diff = tar_stream.hash
         else:
             _check_entries(blob, tree)
-            while blob.read(_CHUNK):
-                pass
+            _only_zeros_after(blob, where)
             diff = blob.hash
     return "sha256:" + blob.hash.hexdigest(), "sha256:" + diff.hexdigest()
+
+
+def _only_zeros_after(stream: _HashingReader, where: str) -> None:
+    """Read the rest of the tar (its end blocks and padding count in the diff_id),
+    refusing anything but zeros there (a partial block tarfile could not read)."""
+    while chunk := stream.read(_CHUNK):
+        if chunk.strip(b"\0"):
+            raise UnsafeLayerError(
+                f"{where}: data after the end of the tar archive (an invalid header, or a "
+                "second archive appended); unpackers differ on it, so the layer is refused"
+            )
 
 
 def _inside(name: str, what: str, where: str) -> str:
@@ -240,7 +249,12 @@ def _inside(name: str, what: str, where: str) -> str:
 
 
 def _check_entries(stream: _HashingReader, tree: _MergedTree) -> None:
-    with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+    # ignore_zeros: go on past end blocks and blocks that are no valid header, as
+    # GNU tar does; otherwise tarfile ends the stream there and any entry after
+    # such a block would be unpacked without having been checked.
+    with tarfile.open(  # type: ignore[call-overload]
+        fileobj=stream, mode="r|", ignore_zeros=True
+    ) as tar:
         _check_members(tar, tree)
 
 
