@@ -140,11 +140,25 @@ def context_names(folder: Path, dockerfile: str, dist: Path | None = None) -> li
 
     patterns = _dockerignore(folder / ".dockerignore")
     patterns.extend(_NEVER)
+    never = [name for name in _NEVER if "*" not in name]
     if dist is not None and dist.resolve().is_relative_to(folder.resolve()):
         inside = dist.resolve().relative_to(folder.resolve()).as_posix()
         if inside != ".":
             patterns.append("/" + inside)
-    return sorted(exclude_paths(str(folder), patterns, dockerfile=dockerfile))
+            never.append(inside)
+    names = exclude_paths(str(folder), patterns, dockerfile=dockerfile)
+    # The patterns above prune the walk; this is the guarantee. docker-py matches a
+    # folder pattern against a parent path only when the pattern is no longer than
+    # it, so an exception such as `!.github/...` or `!a/b/.gitkeep` made it walk
+    # into .git and send what it found there.
+    return sorted(name for name in names if not _never_input(name, never))
+
+
+def _never_input(name: str, never: Sequence[str]) -> bool:
+    """Whether `name` is (or is under) a .git folder at any depth or a `never` folder."""
+    if ".git" in name.split("/"):
+        return True
+    return any(name == top or name.startswith(top + "/") for top in never)
 
 
 def _dockerignore(path: Path) -> list[str]:
