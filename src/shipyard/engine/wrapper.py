@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from shipyard.artifacts import ANY, Artifact
+from shipyard.artifacts import Artifact
 from shipyard.dist import action_log
 from shipyard.engine.cache.restore import Declared, declared_outputs
 from shipyard.engine.context import BuildContext, Builder, Outcome
@@ -65,15 +65,6 @@ def translated(action: Action, ctx: BuildContext) -> Iterator[None]:
         raise BuildError(action.id, str(exc), log=_log(action, ctx)) from exc
 
 
-def _belongs(artifact: Artifact, action: Action) -> bool:
-    """Whether a restored artifact is one `action` could have made (a cache entry may lie)."""
-    kind = artifact.kind == action.kind or artifact.kind.startswith(action.kind + "-")
-    if action.kind == "wheel":
-        return kind and not artifact.binary
-    platform = artifact.platform == ANY or artifact.platform in action.platforms
-    return kind and platform and artifact.binary in action.binaries
-
-
 class Wrapped:
     """A builder with the engine's cross-cutting behaviour: key, cache, error translation."""
 
@@ -95,10 +86,12 @@ class Wrapped:
         key = self.key(action, ctx, deps)
         with translated(action, ctx):
             if self.cache is not None and not self.force:
+                # Paths and artifacts the action makes: a cache refuses anything else
+                # before writing (`declared.owns`); checked again here for any cache.
                 declared = declared_outputs(action, ctx)
                 restored = self.cache.restore(key.digest, ctx.root, declared)
                 if restored is not None:
-                    if all(_belongs(a, action) for a in restored):
+                    if all(declared.owns(a) for a in restored):
                         return Outcome(key.digest, restored, cached=True)
                     _logger.warning(
                         "cache entry %s describes outputs %s does not make; building it instead",

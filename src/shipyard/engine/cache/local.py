@@ -7,7 +7,10 @@ build leaves at worst an unreferenced temp file, never a half entry):
     v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size,
                              mode and the artifact's kind, binary, platform and metadata
     v1/.lock                 held shared by every build using the cache
-    v1/checked/<repo>.json   outputs already in place and verified, by stat (see _Checked)
+
+and, in each checkout (never in the cache, which other users may write):
+
+    dist/.checked.json       outputs already in place and verified, by stat (see _Checked)
 
 Blobs are made durable before the entry that names them is written. Builds in
 different checkouts may share one cache, so the temporaries a killed build left
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -44,6 +46,7 @@ from shipyard._fs import (
     sync_folder,
 )
 from shipyard.artifacts import Artifact
+from shipyard.dist import dist_dir
 from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
@@ -59,7 +62,14 @@ from shipyard.engine.cache.restore import (
 from shipyard.engine.context import Builder
 from shipyard.engine.wrapper import OutputCache, Wrapped
 
-__all__ = ["ActionCache", "CachingBuilder", "OutputCache", "PruneResult", "default_cache_dir"]
+__all__ = [
+    "ActionCache",
+    "CachingBuilder",
+    "OutputCache",
+    "PruneResult",
+    "checked_file",
+    "default_cache_dir",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -90,6 +100,12 @@ class _Checked:
     a file whose stat facts are unchanged since it was written or hashed is
     taken to be unchanged; any write, rename or chmod changes them. Builds in
     one checkout take turns (dist/.lock), so one file per checkout suffices.
+
+    The record lives in the checkout's dist/ (`checked_file`), not in the cache
+    folder: whoever can write a shared cache could otherwise record any sha256
+    for a file's stat facts and have a stale or foreign output in dist/ pass,
+    unhashed, for the bytes a cache entry names. Only who can already write
+    dist/ can write this record.
     """
 
     def __init__(self, path: Path) -> None:
@@ -150,8 +166,7 @@ class ActionCache:
     def _checked_for(self, repo: Path) -> _Checked:
         with self._opening:
             if repo not in self._checked:
-                name = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:32]
-                self._checked[repo] = _Checked(self.root / "checked" / f"{name}.json")
+                self._checked[repo] = _Checked(checked_file(repo))
             return self._checked[repo]
 
     def _entry(self, key: str) -> Path:
@@ -239,7 +254,7 @@ class ActionCache:
                     sha256,
                     checked_size(output.get("size")),
                     checked_mode(output.get("mode", 0o644)),
-                    checked_description(output.get("artifact")),
+                    checked_description(output.get("artifact"), declared),
                 )
             )
         return files
@@ -306,6 +321,11 @@ class ActionCache:
                     removed_bytes += blob.stat().st_size
                     blob.unlink()
         return PruneResult(removed, removed_bytes, self.size() if self.root.exists() else 0)
+
+
+def checked_file(repo: Path) -> Path:
+    """Where the checkout at `repo` records the outputs verified in place (see _Checked)."""
+    return dist_dir(repo) / ".checked.json"
 
 
 def _size(path: Path) -> int | None:

@@ -188,7 +188,7 @@ def _layers(data: bytes, declared: Declared) -> list[PlacedFile] | None:
                 checked_sha256(digest.removeprefix("sha256:")),
                 checked_size(layer.get("size")),
                 checked_mode(int(mode, 8)),
-                checked_description(_about(notes.get(_ABOUT))),
+                checked_description(_about(notes.get(_ABOUT)), declared),
             )
         )
     return checked

@@ -3,9 +3,13 @@
 A cache entry (a shared cache folder, or a registry repository that anyone with
 push rights fills) only proposes files. A restore writes only regular files, only
 under the paths the action declares (`declared_outputs`), with mode 0644 or 0755,
-only bytes whose sha256 and size were checked while copying them, and never
-through a symbolic link; temporaries live in the target folder itself. Anything
-else raises `RefusedEntry`: the caller logs it and treats the entry as a miss.
+only bytes whose sha256 and size were checked while copying them, only
+artifacts the action could have made, and never through a symbolic link;
+temporaries (fixed-length random names) live in the target folder itself.
+Anything else, including an entry the file system cannot hold (a name too long,
+a path that is both a file and a folder) or a write that fails part-way, raises
+`RefusedEntry` before anything is kept: the caller logs it and treats the entry
+as a miss, so a hostile entry can cost a rebuild but never fail the build.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.artifacts import Artifact
+from shipyard.artifacts import ANY, Artifact
 from shipyard.dist import output_patterns
 from shipyard.engine.context import BuildContext
 from shipyard.engine.plan import Action
@@ -46,6 +50,8 @@ __all__ = [
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MODES = (0o644, 0o755)  # never setuid, setgid, sticky, or writable by others
 _CHUNK = 1 << 20
+_NAME_MAX = 255  # bytes in one path part: Linux's NAME_MAX, whatever a file system allows
+_PATH_MAX = 4096  # bytes in a whole path: Linux's PATH_MAX
 
 # Whether the regular file at a path, of the right size, holds (sha256, size).
 Holds = Callable[[Path, str, int], bool]
@@ -64,13 +70,15 @@ class RefusedEntry(Exception):
 
 @dataclass(frozen=True)
 class Declared:
-    """The repository-relative paths an action may write, as glob patterns.
+    """The repository-relative paths an action may write, as glob patterns, and the
+    action itself (whose artifacts alone a restore accepts; any, when None).
 
     A pattern is a tuple of path parts, each matched against one part (fnmatch,
     so a `*` never crosses a `/`); a last part `**` matches one or more parts.
     """
 
     patterns: tuple[tuple[str, ...], ...]
+    action: Action | None = None
 
     @classmethod
     def dist(cls) -> Declared:
@@ -80,6 +88,17 @@ class Declared:
     def allows(self, parts: Sequence[str]) -> bool:
         """Whether the path made of `parts` matches one of the patterns."""
         return any(_matches(pattern, parts) for pattern in self.patterns)
+
+    def owns(self, artifact: Artifact) -> bool:
+        """Whether `artifact` is one the action could have made (a cache entry may lie)."""
+        action = self.action
+        if action is None:
+            return True
+        kind = artifact.kind == action.kind or artifact.kind.startswith(action.kind + "-")
+        if action.kind == "wheel":
+            return kind and not artifact.binary
+        platform = artifact.platform == ANY or artifact.platform in action.platforms
+        return kind and platform and artifact.binary in action.binaries
 
     def __str__(self) -> str:
         return ", ".join("/".join(p) for p in self.patterns) or "nothing"
@@ -107,7 +126,7 @@ def declared_outputs(action: Action, ctx: BuildContext) -> Declared:
     except ValueError:
         return Declared(())  # outputs outside the checkout: none is restored
     binary = action.binaries[0] if action.binaries else None
-    return Declared(tuple((*dist, *p) for p in output_patterns(action.kind, binary)))
+    return Declared(tuple((*dist, *p) for p in output_patterns(action.kind, binary)), action)
 
 
 def checked_path(value: object, declared: Declared) -> tuple[str, ...]:
@@ -115,6 +134,10 @@ def checked_path(value: object, declared: Declared) -> tuple[str, ...]:
     hidden part (.git, .tmp-*) and is one `declared` allows; else RefusedEntry."""
     if not isinstance(value, str) or not value or "\0" in value:
         raise RefusedEntry(f"output path {value!r} is not a path")
+    try:
+        value.encode("utf-8")  # strict: a lone surrogate is no file name
+    except UnicodeEncodeError:
+        raise RefusedEntry(f"output path {value!r} is not UTF-8") from None
     if value.startswith("/"):
         raise RefusedEntry(f"output path {value!r} is absolute")
     parts = tuple(value.split("/"))
@@ -141,12 +164,19 @@ def checked_size(value: object) -> int:
     return value
 
 
-def checked_description(value: object) -> Mapping[str, object]:
-    """`value` if it describes an artifact (kind, binary, platform, metadata); else RefusedEntry."""
+def checked_description(value: object, declared: Declared | None = None) -> Mapping[str, object]:
+    """`value` if it describes an artifact (kind, binary, platform, metadata) that
+    `declared`'s action could have made; else RefusedEntry."""
     try:
-        Artifact.described(value, Path(), "", 0)
+        artifact = Artifact.described(value, Path(), "", 0)
     except ValueError as exc:
         raise RefusedEntry(f"the artifact description: {exc}") from None
+    if declared is not None and not declared.owns(artifact):
+        assert declared.action is not None
+        raise RefusedEntry(
+            f"it describes a {artifact.kind} of {artifact.binary or 'no binary'!r} for "
+            f"{artifact.platform}, which {declared.action.id} does not make"
+        )
     assert isinstance(value, Mapping)
     return value
 
@@ -179,8 +209,14 @@ class PlacedFile:
 @dataclass
 class _Pending:
     folder: int  # the target folder, opened without following symbolic links
-    temp: str
+    temp: str  # the checked copy, until it is renamed into place
     name: str
+    backup: str = ""  # what was at `name` before, set aside until all are in place
+
+
+def _temp_name() -> str:
+    """A new temporary's name: fixed length, whatever the output's (never too long)."""
+    return f"{TEMP_PREFIX}{secrets.token_hex(8)}"
 
 
 def place_files(
@@ -188,55 +224,134 @@ def place_files(
 ) -> tuple[tuple[Artifact, ...], list[tuple[Path, str]]]:
     """Put `files` in place under `repo`: all of them, or (RefusedEntry) none.
 
-    Every folder on the way is opened without following symbolic links (one
-    planted in dist/ is refused, not written through), each file is copied into
-    a temporary in its own target folder while its sha256 and size are checked,
-    and only when all are whole are they renamed into place. A file already in
-    place (a regular file with the bytes: `holds` says, else its hash) is left
-    alone. Returns the artifacts and the (target, sha256) pairs written or checked.
+    Before anything is written, the paths are checked to fit together and on the
+    file system (no path both a file and another's folder, no part longer than
+    NAME_MAX). Every folder on the way is opened without following symbolic
+    links (one planted in dist/ is refused, not written through), each file is
+    copied into a temporary in its own target folder while its sha256 and size
+    are checked, and only when all are whole are they renamed into place. A file
+    already in place (a regular file with the bytes: `holds` says, else its
+    hash) is left alone. Any failure, an OSError included, undoes what was done
+    (temporaries, folders made, files replaced) and raises RefusedEntry. Returns
+    the artifacts and the (target, sha256) pairs written or checked.
     """
     if not files:
         raise RefusedEntry("it names no outputs")  # every action makes at least one
-    if len({f.parts for f in files}) != len(files):
-        raise RefusedEntry("two outputs have the same path")
-    with _Folders(repo) as folders:
-        pending: list[_Pending] = []
-        seen: list[tuple[Path, str]] = []
-        try:
-            for file in files:
-                folder = folders.open(file.parts[:-1])
-                target = repo.joinpath(*file.parts)
-                if _in_place(folder, file, target, holds):
-                    seen.append((target, file.sha256))
-                    continue
-                pending.append(_Pending(folder, _copy_checked(folder, file), file.parts[-1]))
-                seen.append((target, file.sha256))
-            for item in pending:
-                os.replace(item.temp, item.name, src_dir_fd=item.folder, dst_dir_fd=item.folder)
-                item.temp = ""
-        finally:
-            for item in pending:
-                if item.temp:
-                    with contextlib.suppress(OSError):
-                        os.unlink(item.temp, dir_fd=item.folder)
+    _check_layout(repo, files)
+    try:
+        with _Folders(repo) as folders:
+            seen = _place(repo, folders, files, holds)
+    except OSError as exc:
+        raise RefusedEntry(
+            f"its outputs could not be put in place, nothing was kept: {exc}"
+        ) from exc
     restored = tuple(
         Artifact.described(f.about, repo.joinpath(*f.parts), f.sha256, f.size) for f in files
     )
     return restored, seen
 
 
+def _check_layout(repo: Path, files: Sequence[PlacedFile]) -> None:
+    """RefusedEntry unless the outputs' paths can all be files on this file system."""
+    paths = {f.parts for f in files}
+    if len(paths) != len(files):
+        raise RefusedEntry("two outputs have the same path")
+    name_max, path_max = _limits(repo)
+    base = len(os.fsencode(str(repo))) + 1
+    for file in files:
+        shown = "/".join(file.parts)
+        shown = shown if len(shown) <= 120 else shown[:117] + "..."
+        longest = max(len(os.fsencode(part)) for part in file.parts)
+        if longest > name_max:
+            raise RefusedEntry(
+                f"output path {shown!r} has a part of {longest} bytes (at most {name_max})"
+            )
+        if base + len(os.fsencode("/".join(file.parts))) >= path_max:
+            raise RefusedEntry(f"output path {shown!r} is longer than {path_max} bytes")
+        for depth in range(1, len(file.parts)):
+            if file.parts[:depth] in paths:
+                folder = "/".join(file.parts[:depth])
+                raise RefusedEntry(f"output {folder} is also the folder of output {shown}")
+
+
+def _limits(repo: Path) -> tuple[int, int]:
+    """The longest name and path, in bytes, a restore writes under `repo`."""
+    found: list[int] = []
+    for name, default in (("PC_NAME_MAX", _NAME_MAX), ("PC_PATH_MAX", _PATH_MAX)):
+        try:
+            value = os.pathconf(repo, name)
+        except (OSError, ValueError):
+            value = default
+        found.append(min(value, default) if value > 0 else default)
+    return found[0], found[1]
+
+
+def _place(
+    repo: Path, folders: _Folders, files: Sequence[PlacedFile], holds: Holds | None
+) -> list[tuple[Path, str]]:
+    """Copy, check, then rename every file into place; on any failure undo it all."""
+    pending: list[_Pending] = []
+    seen: list[tuple[Path, str]] = []
+    done: list[_Pending] = []
+    try:
+        for file in files:
+            folder = folders.open(file.parts[:-1])
+            target = repo.joinpath(*file.parts)
+            seen.append((target, file.sha256))
+            if not _in_place(folder, file, target, holds):
+                item = _Pending(folder, "", file.parts[-1])
+                pending.append(item)
+                item.temp = _copy_checked(folder, file)
+        for item in pending:
+            backup = _temp_name()
+            try:
+                os.rename(item.name, backup, src_dir_fd=item.folder, dst_dir_fd=item.folder)
+                item.backup = backup
+            except FileNotFoundError:
+                pass
+            done.append(item)
+            os.replace(item.temp, item.name, src_dir_fd=item.folder, dst_dir_fd=item.folder)
+            item.temp = ""
+    except BaseException:
+        for item in reversed(done):  # put back what was there
+            with contextlib.suppress(OSError):
+                if item.backup:
+                    os.replace(
+                        item.backup, item.name, src_dir_fd=item.folder, dst_dir_fd=item.folder
+                    )
+                    item.backup = ""
+                elif not item.temp:
+                    os.unlink(item.name, dir_fd=item.folder)
+        raise
+    finally:
+        for item in pending:
+            for name in (item.temp, item.backup):
+                if name:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=item.folder)
+    return seen
+
+
 class _Folders:
-    """The folders of a restore, opened from the repository down without following links."""
+    """The folders of a restore, opened from the repository down without following links.
+
+    If the restore fails, the folders it made (then empty) are removed again.
+    """
 
     def __init__(self, repo: Path) -> None:
         self.repo = repo
         self._open: dict[tuple[str, ...], int] = {}
+        self._made: list[tuple[str, ...]] = []
 
     def __enter__(self) -> _Folders:
         self._open[()] = os.open(self.repo, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return self
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, failed: type[BaseException] | None, *_: object) -> None:
+        if failed is not None:
+            for key in reversed(self._made):  # the deepest first
+                with contextlib.suppress(OSError):
+                    os.rmdir(key[-1], dir_fd=self._open[key[:-1]])
         for fd in self._open.values():
             os.close(fd)
         self._open.clear()
@@ -248,8 +363,11 @@ class _Folders:
         for depth in range(1, len(parts) + 1):
             key = parts[:depth]
             if key not in self._open:
-                with contextlib.suppress(FileExistsError):
+                try:
                     os.mkdir(key[-1], 0o755, dir_fd=fd)
+                    self._made.append(key)
+                except FileExistsError:
+                    pass
                 flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
                 try:
                     self._open[key] = os.open(key[-1], flags, dir_fd=fd)
@@ -302,7 +420,7 @@ def _copy_checked(folder: int, file: PlacedFile) -> str:
         if exc.errno != errno.ELOOP:
             raise
         raise RefusedEntry(f"blob {file.source} is a symbolic link", file.source) from None
-    temp = f"{TEMP_PREFIX}{file.parts[-1]}.{secrets.token_hex(6)}"
+    temp = _temp_name()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         with os.fdopen(source, "rb") as reader:
