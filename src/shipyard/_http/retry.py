@@ -171,6 +171,13 @@ class Backoff:
         self.attempt = 1
         self.last_delay = 0.0
 
+    def renew(self) -> None:
+        """Count attempts afresh (after real progress), keeping the time already spent.
+
+        The deadline still runs from `policy.start()`: progress earns attempts, never time.
+        """
+        self.attempt = 1
+
     @property
     def attempts(self) -> int:
         """The most attempts this budget allows."""

@@ -7,6 +7,15 @@ followed here so that each hop is checked the same way and credentials never
 follow a hop to another origin, TLS is verified against the default CA bundle or
 a private CA (`ca_file`), each wait for an answer is bounded, and failures become
 typed `RemoteError`s naming the server and the operation, never a secret.
+
+A URL's scope (its origin, what credentials and the plain-HTTP rule are decided
+on) is read the way requests and urllib3 read it to connect (`safe_url`), and a
+URL whose host part two URL parsers could read differently (a backslash, a
+percent sign, white space, non-ASCII, or a `user@` a server named) is refused
+before any connection (`UnsafeURL`). Only this host skips TLS verification when it
+is insecure; every other host is verified (against its own CA when the caller
+knows one), unless it is itself one of the `insecure_hosts`. A 307/308 to another
+origin that would send a body again is refused, not followed.
 Transient faults (no answer, a reset, a time-out, a body cut short, 429 and 5xx)
 are retried by the client's `Retrier`. `$SHIPYARD_HTTP_TIMEOUT` (seconds) bounds
 each wait for an answer.
@@ -19,6 +28,7 @@ index's pages) is the caller's: the registry client subclasses `Client` in
 from __future__ import annotations
 
 import ipaddress
+import re
 import ssl
 import threading
 from collections import Counter
@@ -29,6 +39,8 @@ from typing import Any, Self, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError
 from shipyard._http.retry import (
@@ -51,6 +63,7 @@ __all__ = [
     "PlainHTTPRefused",
     "RemoteError",
     "RequestHook",
+    "UnsafeURL",
     "authority",
     "ca_file_from",
     "failure_reason",
@@ -58,6 +71,7 @@ __all__ = [
     "is_loopback",
     "origin",
     "read_capped",
+    "safe_url",
 ]
 
 DEFAULT_TIMEOUT = (10.0, 120.0)
@@ -67,6 +81,8 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 10
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _BODY_HEADERS = ("content-type", "content-length", "content-range")
+# White space and control characters: URL parsers strip, keep or reject them differently.
+_BLANKS = re.compile(r"[\x00-\x20\x7f]")
 _T = TypeVar("_T")
 
 
@@ -115,20 +131,94 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of `url`, the port filled in from the scheme: a credential's scope."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+class UnsafeURL(RemoteError):
+    """A URL whose host two URL parsers could read differently; nothing was sent (exit 2)."""
+
+    exit_code = 2
+
+
+def _prepared(url: str) -> str | None:
+    """`url` as requests sends it (scheme and host lower-cased, IDNA, path quoted), or None."""
     try:
-        port = parts.port
-    except ValueError:
-        port = -1  # not a port: matches no origin
-    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
+        return requests.Request("GET", url).prepare().url
+    except (requests.RequestException, LocationParseError, ValueError, UnicodeError):
+        return None
+
+
+def _target(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port as written) that requests and urllib3 connect to for `url`."""
+    prepared = _prepared(url)
+    if prepared is None:
+        return None
+    try:
+        parts = parse_url(prepared)
+    except LocationParseError:
+        return None
+    if not parts.host:
+        return None
+    return (parts.scheme or "").lower(), parts.host.lower(), parts.port
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) that `url` connects to, the port filled in: a credential's scope.
+
+    Read as requests and urllib3 read the URL to connect, never by another parser.
+    A URL they cannot send matches no origin.
+    """
+    found = _target(url)
+    if found is None:
+        return "", "", -1
+    scheme, host, port = found
+    return scheme, host, port or _DEFAULT_PORTS.get(scheme)
 
 
 def authority(url: str) -> str:
-    """`host:port` of `url` as written, without any `user:password@`, lower-cased."""
-    return urlsplit(url).netloc.rpartition("@")[2].lower()
+    """`host:port` that `url` connects to (as written, without `user:password@`), lower-cased."""
+    found = _target(url)
+    if found is None:
+        return urlsplit(url).netloc.rpartition("@")[2].lower()
+    _, host, port = found
+    return host if port is None else f"{host}:{port}"
+
+
+def safe_url(url: str, *, userinfo: bool = False) -> str:
+    """`url` as requests will send it; ValueError (saying why) when its host is ambiguous.
+
+    Refused: white space or control characters anywhere; a host part with a
+    backslash (`http://EVIL\\@REG/` is host EVIL to urllib3, REG to urlsplit), a
+    percent sign or non-ASCII; `user@` unless `userinfo` (a URL a server named
+    never needs one); and any URL on which urlsplit and urllib3 still disagree.
+    """
+    if _BLANKS.search(url):
+        raise ValueError("it contains white space or control characters")
+    try:
+        split = urlsplit(url)
+        netloc = split.netloc
+    except ValueError as exc:
+        raise ValueError(f"its host part is malformed ({exc})") from None
+    host = netloc.rpartition("@")[2]
+    if "\\" in netloc or "%" in netloc or not netloc.isascii():
+        if "\\" in netloc:
+            read = urlsplit(url.replace("\\", "/")).netloc.rpartition("@")[2]
+            host = f"{read} to the HTTP library, {host} to other parsers"
+        raise ValueError(
+            f"its host part can be read as more than one host ({host}): a backslash, a "
+            "percent sign or a non-ASCII character is not allowed there"
+        )
+    if "@" in netloc and not userinfo:
+        raise ValueError(f"it names a user name or password for {host} (user@host)")
+    prepared = _prepared(url)
+    found = _target(url)
+    if prepared is None or found is None:
+        raise ValueError("it is not a URL the HTTP client can send")
+    again = urlsplit(prepared)
+    try:
+        split_port = again.port
+    except ValueError:
+        split_port = -1
+    if ((again.hostname or "").lower(), split_port) != (found[1].strip("[]"), found[2]):
+        raise ValueError(f"its host part can be read as more than one host ({found[1]})")
+    return prepared
 
 
 def _has_verify_error(exc: BaseException) -> bool:
@@ -171,10 +261,12 @@ class Client:
 
     `where` names the server in errors and retry lines (default: `host`); `scheme`
     is "" while unknown (a subclass decides it in `_url`). `insecure=True` allows
-    plain HTTP to `host` and skips TLS verification; `insecure_hosts` may be sent
-    plain HTTP whoever names them, and `insecure_hint` says how to add one.
-    `ca_file` is a private CA for `host`, `trust_hint` how to give one. `error` is
-    the class of the errors raised; `stats` counts what was sent.
+    plain HTTP to `host` and skips TLS verification for `host` only; `insecure_hosts`
+    may be sent plain HTTP (and unverified TLS) whoever names them, and
+    `insecure_hint` says how to add one. `ca_file` is a private CA for `host`,
+    `trust_hint` how to give one; every other host is verified against the default
+    bundle, or the CA `_ca_file_for` finds for it. `error` is the class of the
+    errors raised; `stats` counts what was sent.
     """
 
     def __init__(
@@ -258,13 +350,40 @@ class Client:
             for key, value in counts.items():
                 setattr(self.stats, key, getattr(self.stats, key) + value)
 
+    def checked_url(self, url: str, op: str, *, userinfo: bool = False) -> str:
+        """`url` as it will be sent, or `UnsafeURL` when its host is ambiguous (`safe_url`).
+
+        `userinfo=True` for a URL the caller wrote itself (never one a server named).
+        """
+        try:
+            return safe_url(url, userinfo=userinfo)
+        except ValueError as exc:
+            detail = f"refusing a URL named by {self._server}: {exc}; nothing was sent"
+            raise UnsafeURL(self.where, op, detail) from None
+
+    def _ca_file_for(self, where: str) -> Path | None:
+        """The private CA for another host `where` (`host:port`), if the caller knows one."""
+        return None
+
+    def _verify_for(self, where: str) -> bool | str:
+        """TLS verification for `where`: `insecure` and `ca_file` are this host's alone."""
+        if where == self.host.lower():
+            return self._verify
+        if where in self._insecure_hosts:
+            return False
+        ca_file = self._ca_file_for(where)
+        return str(ca_file) if ca_file else True
+
     def _check_plain_http(self, url: str, op: str) -> None:
         """Refuse, before any connection, a URL that is not http(s) or is plain HTTP off loopback.
 
         Plain HTTP is allowed for loopback hosts, this host when it is insecure, and
-        the `insecure_hosts`, whoever named the URL.
+        the `insecure_hosts`, whoever named the URL. The host is the one requests
+        connects to (`origin`), not what another parser reads.
         """
-        scheme, where = urlsplit(url).scheme.lower(), authority(url)
+        scheme, host, _ = origin(url)
+        where = authority(url) if host else ""
+        scheme = scheme or urlsplit(url).scheme.lower()
         if scheme == "https" and where:
             return
         if scheme != "http" or not where:
@@ -297,13 +416,17 @@ class Client:
     ) -> requests.Response:
         """One HTTP exchange, following redirects here so that each hop is checked.
 
-        Every URL is checked for plain HTTP first. A hop to another origin (scheme,
-        host or port) goes without the `Authorization` header and `auth`, and never
-        gets them back. 303, and 301/302 after a POST, become a GET without a body;
-        307/308 send the body again (`body` makes it afresh). The answer's `url` is
-        the URL of the last hop. With `follow=False` a redirect is the answer.
+        Every URL is checked first: an ambiguous host is refused (`UnsafeURL`; a
+        `user@` only in `url` itself), then plain HTTP. A hop to another origin
+        (scheme, host or port) goes without the `Authorization` header and `auth`,
+        and never gets them back. 303, and 301/302 after a POST, become a GET without
+        a body; 307/308 send the body again (`body` makes it afresh), but only on the
+        same origin: a body is never sent to another origin (`UnsafeURL` naming both).
+        The answer's `url` is the URL of the last hop. With `follow=False` a redirect
+        is the answer.
         """
         sent = dict(headers or {})
+        url = self.checked_url(url, op, userinfo=True)
         for _ in range(_MAX_REDIRECTS + 1):
             data = body() if body is not None else None
             resp = self._one(method, url, op, sent, data, params, auth, stream, timeout)
@@ -311,8 +434,9 @@ class Client:
             if resp.status_code not in _REDIRECTS or not location or not follow:
                 return resp
             resp.close()
-            target = urljoin(resp.url or url, location)
-            if origin(target) != origin(url):
+            target = self.checked_url(urljoin(resp.url or url, location), op)
+            crossed = origin(target) != origin(url)
+            if crossed:
                 sent = {k: v for k, v in sent.items() if k.lower() != "authorization"}
                 auth = None
             if (resp.status_code == 303 and method != "HEAD") or (
@@ -320,6 +444,14 @@ class Client:
             ):
                 method, body = "GET", None
                 sent = {k: v for k, v in sent.items() if k.lower() not in _BODY_HEADERS}
+            if crossed and body is not None:
+                raise UnsafeURL(
+                    self.where,
+                    op,
+                    f"{authority(url)} redirected the {method} (HTTP {resp.status_code}) to "
+                    f"{authority(target)}, another host: its body is not sent there; nothing "
+                    "more was sent",
+                )
             url, params = target, None
         raise self._error_type(self.where, op, f"more than {_MAX_REDIRECTS} redirects")
 
@@ -337,7 +469,7 @@ class Client:
     ) -> requests.Response:
         """One request, no redirect followed, counted; connection and TLS failures typed."""
         self._check_plain_http(url, op)
-        same_host = authority(url) == self.host.lower()
+        where = authority(url)
         status: int | None = None
         try:
             resp = self._session.request(
@@ -349,21 +481,21 @@ class Client:
                 auth=auth,
                 stream=stream,
                 timeout=timeout or self._timeout,
-                verify=self._verify if same_host else not self.insecure,
+                verify=self._verify_for(where),
                 allow_redirects=False,
             )
             status = resp.status_code
         except requests.exceptions.SSLError as exc:
-            raise self._tls_error(op, exc) from exc
+            raise self._tls_error(op, exc, where) from exc
         except TRANSIENT_ERRORS as exc:
-            where, why = urlsplit(url).netloc, failure_reason(exc)
+            why = failure_reason(exc)
             broken = (requests.ConnectionError, requests.Timeout)
             detail = f"no answer from {where} ({why})"
             if not isinstance(exc, broken):  # the body was cut short or garbled
                 detail = f"the answer from {where} broke off ({why})"
             raise self._error_type(self.where, op, detail, transient=True) from exc
         except requests.RequestException as exc:
-            detail = f"the request to {urlsplit(url).netloc} failed ({failure_reason(exc)})"
+            detail = f"the request to {where} failed ({failure_reason(exc)})"
             raise self._error_type(self.where, op, detail) from exc
         finally:
             with self._lock:
@@ -431,14 +563,26 @@ class Client:
         """
         return "", (), self._error_type
 
-    def _tls_error(self, op: str, exc: requests.exceptions.SSLError) -> RemoteError:
+    def _tls_error(
+        self, op: str, exc: requests.exceptions.SSLError, where: str = ""
+    ) -> RemoteError:
         reason = failure_reason(exc)
+        where = where or self.host.lower()
         if "CERTIFICATE_VERIFY_FAILED" not in str(exc) and not _has_verify_error(exc):
-            return self._error_type(self.where, op, f"TLS with {self.host} failed ({reason})")
-        trusted = f"by the CA in {self.ca_file}" if self.ca_file else "by the default CA bundle"
+            return self._error_type(self.where, op, f"TLS with {where} failed ({reason})")
+        verify = self._verify_for(where)
+        trusted = (
+            f"by the CA in {verify}" if isinstance(verify, str) else "by the default CA bundle"
+        )
         return CertificateError(
             self.where,
             op,
-            f"the TLS certificate of {self.host} is not trusted {trusted} ({reason}); to trust "
-            f"the CA that signed it, {self._trust_hint}",
+            f"the TLS certificate of {where} is not trusted {trusted} ({reason}); to trust "
+            f"the CA that signed it, {self._trust_hint_for(where)}",
         )
+
+    def _trust_hint_for(self, where: str) -> str:
+        """How to trust the CA of `where`: `trust_hint` for this host."""
+        if where == self.host.lower():
+            return self._trust_hint
+        return f"add it to the system's CA bundle (it signed {where}, named by {self._server})"

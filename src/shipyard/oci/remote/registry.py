@@ -4,9 +4,13 @@ Blobs stream from and to disk: an upload checks for the blob first, tries a
 cross-repository mount when a source repository is known, and goes up in one PUT
 or in PATCH chunks. A failed chunk resumes from what the registry says it holds;
 any other failed upload checks whether the blob landed after all, then starts
-again from the beginning. Downloads are verified against their length and digest
-and land atomically; one cut short is fetched again. Manifests are pushed by digest
-first; tags are moved last by the caller. Authentication, TLS, retries and the
+again from the beginning. One blob has one retry budget: its attempts are counted
+afresh only when the upload gets further than it ever did (a registry that says
+it holds less than it confirmed costs an attempt), and the policy's time cap runs
+from the blob's first request, so no registry can keep an upload going forever.
+Downloads are verified against their length and digest and land atomically; one
+cut short is fetched again. Manifests are pushed by digest first; tags are moved
+last by the caller. Authentication, TLS, retries and the
 typed errors live in `shipyard.oci.remote.transport`. A Registry is safe to share between threads.
 """
 
@@ -25,6 +29,7 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 
+from shipyard._http.retry import Backoff
 from shipyard._http.transport import failure_reason
 
 # Both families' types live in shipyard.oci.mediatypes; these names are kept for callers.
@@ -67,6 +72,24 @@ __all__ = [
 
 _MAX_MANIFEST = 4 << 20  # the size registries are required to accept
 _MAX_PAGES = 1000
+
+
+class _Progress:
+    """One blob upload's retry budget: attempts renew only on new progress.
+
+    `high` is the most bytes the registry has confirmed holding, over every
+    session of the upload; the budget's time cap runs from the blob's start.
+    """
+
+    def __init__(self, backoff: Backoff) -> None:
+        self.backoff = backoff
+        self.high = 0
+
+    def reached(self, offset: int) -> None:
+        """The registry holds `offset` bytes: past `high`, the attempts are renewed."""
+        if offset > self.high:
+            self.high = offset
+            self.backoff.renew()
 
 
 class _Slice:
@@ -185,7 +208,7 @@ class Registry(Transport):
             return False
         if chunk_size is None and size > self._chunk_threshold:
             chunk_size = self._chunk_size
-        backoff = self._retry.start()
+        progress = _Progress(self._retry.start())
         while True:
             try:
                 location = self._start_upload(repo, digest, mount_from, op)
@@ -194,9 +217,11 @@ class Registry(Transport):
                 if chunk_size is None:
                     self._upload_whole(location, repo, digest, size, path, op)
                 else:
-                    self._upload_chunks(location, repo, digest, size, path, chunk_size, op)
+                    self._upload_chunks(
+                        location, repo, digest, size, path, chunk_size, op, progress
+                    )
             except RegistryError as exc:
-                self._pause_or_raise(op, exc, backoff)
+                self._pause_or_raise(op, exc, progress.backoff)
                 if not self.blob_exists(repo, digest):
                     continue
                 # else the failed attempt did finish: its answer was lost on the way back
@@ -335,15 +360,18 @@ class Registry(Transport):
         path: Path,
         chunk_size: int,
         op: str,
+        progress: _Progress,
     ) -> None:
         """PATCH chunks, then the closing PUT; a failed request resumes where the registry is.
 
-        Each chunk stored renews the retry budget, so a long upload through a flaky
-        network still ends: every retry either moves forward or spends the budget.
+        The blob's budget (`progress`) is renewed only when the registry holds more
+        than it ever did, so a long upload through a flaky network still ends, and
+        one whose registry keeps losing what it stored spends the budget: a Range
+        that goes back below what was confirmed counts as a failed attempt, and the
+        time cap is the blob's.
         """
         scopes = [_push(repo)]
         sent = functools.partial(self._count, "bytes_uploaded")
-        backoff = self._retry.start()
         offset = 0
         with path.open("rb") as handle:
             while True:
@@ -363,10 +391,16 @@ class Registry(Transport):
                         raise RegistryError(self.host, op, detail)
                     location = urljoin(location, resp.headers["Location"])
                     offset += length
-                    backoff = self._retry.start()
+                    progress.reached(offset)
                 except RegistryError as exc:
-                    self._pause_or_raise(op, exc, backoff)
-                    location, offset = self._upload_offset(location, size, scopes, op)
+                    self._pause_or_raise(op, exc, progress.backoff)
+                    location, held = self._upload_offset(location, size, scopes, op)
+                    if held < offset:
+                        detail = f"the registry holds {held} bytes after confirming {offset}"
+                        lost = RegistryError(self.host, op, detail, transient=True)
+                        self._pause_or_raise(op, lost, progress.backoff)
+                    offset = held
+                    progress.reached(offset)
 
     def _upload_offset(
         self, location: str, size: int, scopes: Sequence[str], op: str

@@ -11,7 +11,13 @@ first; see `auth.Authenticator`); a 401 is answered once and the request sent
 again. Credentials (basic or bearer) go only to the registry's own origin (scheme,
 host and port) and to the token realm its challenge names. A URL on another origin
 is followed without them, as docker and go-containerregistry do (blob downloads
-redirected to storage); a challenge from another host is never answered. Plain
+redirected to storage); a challenge from another host is never answered. A URL's
+host is the one requests connects to; a URL the registry names whose host part
+URL parsers could read differently (`http://EVIL\\@REG/`, a `user@`) is refused
+with `UnsafeURL` (exit 2) before anything is sent. `insecure` skips TLS
+verification for the registry's own host only: a token realm or storage host
+elsewhere is verified (against its own `$SHIPYARD_REGISTRY_<HOST>_CA_FILE` or
+`certs.d/<host>/ca.crt` when there is one). Plain
 HTTP is used only for loopback hosts (after a TLS probe, as docker does) or with
 `insecure=True` / `$SHIPYARD_INSECURE_REGISTRIES` (comma-separated hosts), for every
 URL a registry names too (an upload `Location`, a `Link` page, a token realm, a
@@ -38,6 +44,7 @@ from shipyard._http.transport import (
     Client,
     HTTPStats,
     RequestHook,
+    UnsafeURL,
     authority,
     ca_file_from,
     http_timeout,
@@ -65,6 +72,7 @@ __all__ = [
     "RegistryStats",
     "RequestHook",
     "Transport",
+    "UnsafeURL",
     "ca_variable_name",
 ]
 
@@ -190,6 +198,7 @@ class Transport(Client):
             stats=RegistryStats(),
         )
         self._chunk_size, self._chunk_threshold = chunk_size, chunk_threshold
+        self._environ, self._certs_dirs = env, tuple(certs_dirs)
         self._scheme_lock = threading.Lock()
         self._auth = Authenticator(
             self.host,
@@ -219,6 +228,27 @@ class Transport(Client):
             return "http"
         return "https"
 
+    def _ca_file_for(self, where: str) -> Path | None:
+        """The private CA of another host (a token realm, storage), configured as a registry's."""
+        try:
+            validate_host(where)
+        except UsageError:
+            return None
+        found = ca_file_from(self._environ, ca_variable_name(where), None, f"host {where}")
+        if found is None:
+            paths = (d / where / "ca.crt" for d in self._certs_dirs)
+            found = next((p for p in paths if p.is_file()), None)
+        return found
+
+    def _trust_hint_for(self, where: str) -> str:
+        """How to trust the CA of `where`: the per-host variable or certs.d file."""
+        if where == self.host.lower():
+            return super()._trust_hint_for(where)
+        return (
+            f"set {ca_variable_name(where)}=/path/to/ca.pem (its PEM certificate), or save that "
+            f"certificate as /etc/docker/certs.d/{where}/ca.crt"
+        )
+
     def _owns(self, url: str) -> bool:
         """True if `url` is on this registry's own origin, where its credentials may go."""
         return origin(url) == origin(self._url("/"))
@@ -238,7 +268,9 @@ class Transport(Client):
 
         Only a URL on the registry's own origin gets credentials; a URL elsewhere
         (one the registry named) goes without, and its challenge is not answered.
+        An ambiguous URL is refused first (`UnsafeURL`).
         """
+        url = self.checked_url(url, op)
         own = self._owns(url)
 
         def send(authorization: str | None) -> requests.Response:
@@ -315,10 +347,11 @@ class Transport(Client):
     ) -> tuple[str, float]:
         """Ask the challenge's realm for a bearer token for `scopes` (docker's token flow)."""
         op = "get a token for " + (" ".join(scopes) or "the registry")
-        realm = urlsplit(challenge.realm)
-        if realm.scheme not in ("http", "https") or not realm.netloc:
+        parts = urlsplit(challenge.realm)
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
             raise RegistryError(self.host, op, f"the token realm {challenge.realm!r} is not a URL")
-        self._check_plain_http(challenge.realm, op)
+        realm = self.checked_url(challenge.realm, op)
+        self._check_plain_http(realm, op)
         service = challenge.params.get("service")
         attempt: Callable[[], requests.Response]
         if found is not None and found.identity_token:
@@ -328,16 +361,12 @@ class Transport(Client):
                 form["scope"] = " ".join(scopes)
             if service:
                 form["service"] = service
-            attempt = functools.partial(
-                self.exchange, "POST", challenge.realm, op, body=lambda: form
-            )
+            attempt = functools.partial(self.exchange, "POST", realm, op, body=lambda: form)
         else:
             params = [("service", service)] if service else []
             params += [("scope", scope) for scope in scopes]
             basic = (found.username, found.password) if found and found.password else None
-            attempt = functools.partial(
-                self.exchange, "GET", challenge.realm, op, params=params, auth=basic
-            )
+            attempt = functools.partial(self.exchange, "GET", realm, op, params=params, auth=basic)
         with self.send(op, attempt) as resp:
             if resp.status_code in (401, 403):
                 raise self._auth_error(op, resp.status_code)
