@@ -120,7 +120,7 @@ def test_chunked_upload_whose_session_is_gone_starts_again(
     assert registry.push_blob("app", digest, len(data), blob, chunk_size=1000) is True
     assert fake.count("POST", "/v2/app/blobs/uploads/") == 2
     assert fake.count("HEAD", f"/v2/app/blobs/{digest}") == 2, "checked before starting again"
-    assert registry.stats.retries == 2
+    assert registry.stats.retries == 2  # the PATCH failure, then the restart (logged too)
 
 
 def test_pulled_blob_with_wrong_bytes_is_rejected(

@@ -197,6 +197,11 @@ class Backoff:
             return None
         return delay
 
+    def refund(self) -> None:
+        """Give back the attempt just counted: for a failure that is only the
+        consequence of one already counted (the time cap still runs)."""
+        self.attempt = max(1, self.attempt - 1)
+
     def sleep(self, delay: float) -> None:
         """Pause `delay` seconds (from `next_delay`) and count the next attempt."""
         self._policy.sleep(delay)

@@ -75,21 +75,42 @@ _MAX_PAGES = 1000
 
 
 class _Progress:
-    """One blob upload's retry budget: attempts renew only on new progress.
+    """One blob upload's retry budget: attempts renew on progress, a bounded number of times.
 
-    `high` is the most bytes the registry has confirmed holding, over every
-    session of the upload; the budget's time cap runs from the blob's start.
+    Each chunk the registry confirms beyond what this upload session had renews
+    the attempts, so a long upload through a flaky network ends; a session
+    started again (the registry lost the upload, or the closing PUT's answer was
+    lost) earns renewals again, but only `renewals` in all: three passes over the
+    blob's chunks. A registry that keeps losing what it stored therefore spends
+    the budget instead of keeping the upload going for ever, and the time cap
+    runs from the blob's first request.
     """
 
-    def __init__(self, backoff: Backoff) -> None:
+    def __init__(self, backoff: Backoff, renewals: int) -> None:
         self.backoff = backoff
-        self.high = 0
+        self.session_high = 0
+        self.left = renewals
+
+    def new_session(self) -> None:
+        """An upload session starts from nothing."""
+        self.session_high = 0
 
     def reached(self, offset: int) -> None:
-        """The registry holds `offset` bytes: past `high`, the attempts are renewed."""
-        if offset > self.high:
-            self.high = offset
-            self.backoff.renew()
+        """The registry holds `offset` bytes: past this session's best, attempts renew."""
+        if offset > self.session_high:
+            self.session_high = offset
+            if self.left > 0:
+                self.left -= 1
+                self.backoff.renew()
+
+
+class _SessionLost(RegistryError):
+    """The registry no longer knows an upload session after a failed request of it.
+
+    A consequence of the failure already counted against the budget, not a new
+    one: the restart is logged and paused like a retry, but its attempt is given
+    back, so one fault does not spend two attempts.
+    """
 
 
 class _Slice:
@@ -208,7 +229,8 @@ class Registry(Transport):
             return False
         if chunk_size is None and size > self._chunk_threshold:
             chunk_size = self._chunk_size
-        progress = _Progress(self._retry.start())
+        chunks = -(-size // chunk_size) if chunk_size else 1
+        progress = _Progress(self._retry.start(), renewals=3 * chunks + 3)
         while True:
             try:
                 location = self._start_upload(repo, digest, mount_from, op)
@@ -222,6 +244,8 @@ class Registry(Transport):
                     )
             except RegistryError as exc:
                 self._pause_or_raise(op, exc, progress.backoff)
+                if isinstance(exc, _SessionLost):
+                    progress.backoff.refund()  # the failure that lost it was counted already
                 if not self.blob_exists(repo, digest):
                     continue
                 # else the failed attempt did finish: its answer was lost on the way back
@@ -364,15 +388,16 @@ class Registry(Transport):
     ) -> None:
         """PATCH chunks, then the closing PUT; a failed request resumes where the registry is.
 
-        The blob's budget (`progress`) is renewed only when the registry holds more
-        than it ever did, so a long upload through a flaky network still ends, and
-        one whose registry keeps losing what it stored spends the budget: a Range
-        that goes back below what was confirmed counts as a failed attempt, and the
-        time cap is the blob's.
+        The blob's budget (`progress`) is renewed when the registry holds more than
+        this session had, a bounded number of times, so a long upload through a
+        flaky network still ends, and one whose registry keeps losing what it
+        stored spends the budget: a Range that goes back below what was confirmed
+        counts as a failed attempt, and the time cap is the blob's.
         """
         scopes = [_push(repo)]
         sent = functools.partial(self._count, "bytes_uploaded")
         offset = 0
+        progress.new_session()
         with path.open("rb") as handle:
             while True:
                 try:
@@ -419,7 +444,7 @@ class Registry(Transport):
             held = int(end) + 1 if end.isdigit() and end != "0" else 0
             if resp.status_code not in (200, 204) or not 0 < held <= size:
                 detail = f"the upload session answered HTTP {resp.status_code}, Range {end!r}"
-                raise RegistryError(self.host, op, detail + "; starting again", transient=True)
+                raise _SessionLost(self.host, op, detail + "; starting again", transient=True)
         return (urljoin(location, moved) if moved else location), held
 
     def _expect(
