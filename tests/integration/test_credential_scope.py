@@ -14,22 +14,23 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 import requests
 
 from shipyard.oci.remote.registry import Registry
+from tests import loopback
 from tests.integration._repo import copy_worktree, shipyard
 from tests.integration.conftest import Services
+from tests.loopback import read_request, send_reply
 from tests.reliability import record
 
 pytestmark = [
@@ -86,56 +87,34 @@ class Hostile:
 def serving(host: Hostile) -> Iterator[Hostile]:
     host._session.trust_env = False  # loopback only
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        request = read_request(handler)
+        seen = Seen(host.netloc, request.method, request.path, handler.headers.get("Authorization"))
+        host.seen.append(seen)
+        gated = host.gate(seen, request.query)
+        if gated is not None:
+            send_reply(handler, *gated)
+            return
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP}
+        with host._session.request(
+            request.method,
+            f"http://{host.upstream}{handler.path}",
+            headers={**headers, "Host": host.netloc},
+            data=request.body or None,
+            allow_redirects=False,
+            timeout=60,
+        ) as resp:
+            status, payload = resp.status_code, resp.content
+            answer = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP}
+        answer.pop("Content-Length", None)
+        host.rewrite(request.method, request.path, answer)
+        send_reply(handler, status, answer, payload)
 
-        def log_message(self, format: str, *args: object) -> None:
-            """Quiet."""
-
-        def handle_any(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            parts = urlsplit(self.path)
-            seen = Seen(host.netloc, self.command, parts.path, self.headers.get("Authorization"))
-            host.seen.append(seen)
-            gated = host.gate(seen, parse_qs(parts.query))
-            if gated is None:
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
-                with host._session.request(
-                    self.command,
-                    f"http://{host.upstream}{self.path}",
-                    headers={**headers, "Host": host.netloc},
-                    data=body or None,
-                    allow_redirects=False,
-                    timeout=60,
-                ) as resp:
-                    status, payload = resp.status_code, resp.content
-                    answer = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP}
-                answer.pop("Content-Length", None)
-                host.rewrite(self.command, parts.path, answer)
-            else:
-                status, answer, payload = gated
-            self.send_response(status)
-            for key, value in answer.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload)
-
-        do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = handle_any
-
-    server = ThreadingHTTPServer((host.address, 0), Handler)
-    server.daemon_threads = True
-    host.port = int(server.server_address[1])
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
     try:
-        yield host
+        with loopback.serving(host.address, respond) as port:
+            host.port = port
+            yield host
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
         host._session.close()
 
 

@@ -11,11 +11,8 @@ import json
 import random
 import socket
 import struct
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -23,6 +20,7 @@ from shipyard._http.retry import RetryPolicy
 from shipyard.oci.remote.registry import (
     Registry,
 )
+from tests.loopback import Request, read_request, send_reply, serving
 
 Reply = tuple[int, dict[str, str], bytes]
 
@@ -35,16 +33,7 @@ DIGEST = "sha256:" + "a" * 64
 SECRET = "s3cret-token-pass"
 
 
-@dataclass(frozen=True)
-class Seen:
-    """One request the fake server received."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
-
+Seen = Request  # one request the fake server received
 
 Route = Reply | str | Callable[[Seen], Reply]
 
@@ -74,45 +63,24 @@ class FakeRegistry:
         return item(seen) if callable(item) else item
 
 
-def _handler(fake: FakeRegistry) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def _respond(fake: FakeRegistry) -> Callable[[BaseHTTPRequestHandler], None]:
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        seen = read_request(handler)
+        reply = fake.answer(seen)
+        cut = reply == CUT
+        if cut:
+            reply = fake.answer(seen)  # the reply to cut short
+            fake.seen.pop()
+        if isinstance(reply, str):
+            handler.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+            )
+            handler.connection.close()
+            handler.close_connection = True
+            return
+        send_reply(handler, *reply, cut=cut)
 
-        def log_message(self, format: str, *args: object) -> None:
-            """Quiet: the tests assert on what was seen."""
-
-        def handle_any(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            parts = urlsplit(self.path)
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            seen = Seen(self.command, parts.path, parse_qs(parts.query), headers, body)
-            reply = fake.answer(seen)
-            cut = reply == CUT
-            if cut:
-                reply = fake.answer(seen)  # the reply to cut short
-                fake.seen.pop()
-            if isinstance(reply, str):
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-                self.connection.close()
-                self.close_connection = True
-                return
-            status, extra, payload = reply
-            self.send_response(status)
-            for key, value in extra.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(payload[: len(payload) // 2] if cut else payload)
-            if cut:
-                self.close_connection = True
-
-        do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = handle_any
-
-    return Handler
+    return respond
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -123,17 +91,9 @@ class _QuietServer(ThreadingHTTPServer):
 @pytest.fixture
 def fake() -> Iterator[FakeRegistry]:
     registry = FakeRegistry()
-    server = _QuietServer(("127.0.0.1", 0), _handler(registry))
-    server.daemon_threads = True
-    registry.host = f"127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving("127.0.0.1", _respond(registry), _QuietServer) as port:
+        registry.host = f"127.0.0.1:{port}"
         yield registry
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.fixture

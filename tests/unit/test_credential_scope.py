@@ -16,13 +16,11 @@ import base64
 import hashlib
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -31,6 +29,7 @@ from shipyard._http.transport import PlainHTTPRefused
 from shipyard.errors import UsageError
 from shipyard.oci.remote.auth import find_credentials
 from shipyard.oci.remote.registry import AuthError, Registry
+from tests.loopback import Request, read_request, send_reply, serving
 from tests.reliability import record
 
 SECRET = "hub-secret-d41d8cd98f00b204"
@@ -42,14 +41,7 @@ DIGEST = "sha256:" + hashlib.sha256(DATA).hexdigest()
 Reply = tuple[int, dict[str, str], bytes]
 
 
-@dataclass(frozen=True)
-class Seen:
-    """One request a fake host received."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
+Seen = Request  # one request a fake host received
 
 
 @dataclass
@@ -80,44 +72,22 @@ class Host:
         return [s.headers["authorization"] for s in self.seen if "authorization" in s.headers]
 
 
+def responder(host: Host) -> Callable[[BaseHTTPRequestHandler], None]:
+    """Record each request in `host.seen` and answer from its routes (else 404)."""
+
+    def respond(handler: BaseHTTPRequestHandler) -> None:
+        seen = read_request(handler)
+        host.seen.append(seen)
+        answer = host.routes.get((seen.method, seen.path))
+        send_reply(handler, *(answer(seen) if answer else (404, {}, b"{}")))
+
+    return respond
+
+
 def _serve(host: Host) -> Iterator[Host]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: object) -> None:
-            """Quiet."""
-
-        def handle_any(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            parts = urlsplit(self.path)
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            seen = Seen(self.command, parts.path, parse_qs(parts.query), headers)
-            host.seen.append(seen)
-            answer = host.routes.get((self.command, parts.path))
-            status, extra, body = answer(seen) if answer else (404, {}, b"{}")
-            self.send_response(status)
-            for key, value in extra.items():
-                self.send_header(key, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = handle_any
-
-    server = ThreadingHTTPServer((host.address, 0), Handler)
-    server.daemon_threads = True
-    host.port = int(server.server_address[1])
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(host.address, responder(host)) as port:
+        host.port = port
         yield host
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.fixture

@@ -21,9 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import ssl
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -32,6 +30,7 @@ from shipyard._http.retry import RetryPolicy
 from shipyard._http.transport import Client, UnsafeURL, authority, origin, safe_url
 from shipyard.oci.remote.registry import CertificateError, Registry, RegistryError
 from tests.integration.registries import make_certificates
+from tests.loopback import serving
 from tests.reliability import record
 from tests.unit.test_credential_scope import (
     DATA,
@@ -47,6 +46,7 @@ from tests.unit.test_credential_scope import (
     client,
     leaked,
     lookups,
+    responder,
     token,
 )
 
@@ -259,31 +259,11 @@ def tls_realm(tmp_path: Path) -> Iterator[tuple[Host, Path]]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     host = Host("127.0.0.1")
-    seen: list[Seen] = host.seen
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            """Quiet."""
-
-        def do_GET(self) -> None:
-            seen.append(Seen("GET", self.path, {}, {k.lower(): v for k, v in self.headers.items()}))
-            body = b'{"token": "hub-token", "expires_in": 300}'
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    host.port = int(server.server_address[1])
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    body = b'{"token": "hub-token", "expires_in": 300}'
+    host.route("GET", "/token", (200, {}, body))
+    with serving(host.address, responder(host), tls=context) as port:
+        host.port = port
         yield host, ca
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_insecure_registry_keeps_tls_verification_for_its_token_realm(
