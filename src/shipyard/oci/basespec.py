@@ -18,11 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from shipyard.errors import UsageError
-from shipyard.oci.model import OCIError, Platform
 from shipyard.oci.remote.reference import Reference, parse_reference
+
+if TYPE_CHECKING:
+    from shipyard.oci.model import Platform
 
 __all__ = ["FILE_KINDS", "BaseSource", "BaseSpec", "InvalidBase", "SourceKind", "parse_base"]
 
@@ -84,6 +86,9 @@ def _source(item: str) -> BaseSource:
             path, semicolon, which = rest.rpartition(";")
             if not semicolon:
                 raise InvalidBase(f"base image {item}: write rootfs:PATH;PLATFORM")
+            # Only here: the OCI model is not needed to key a no-op build's other bases.
+            from shipyard.oci.model import OCIError, Platform
+
             try:
                 platform = Platform.parse(which.strip())
             except OCIError as exc:
