@@ -35,17 +35,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _commit(tmp: str, path: Path, mode: int) -> None:
+def _commit(tmp: str, path: Path, mode: int, *, durable: bool = True) -> None:
     """Make the finished temporary `tmp` durable, give it `mode` and rename it to `path`.
 
     The fsync comes before the rename: otherwise a power cut could leave `path`
     named but empty, and a cache entry written after it would point at nothing.
     """
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if durable:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
 
@@ -57,12 +58,17 @@ def _temporary(path: Path) -> str:
     return tmp
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename."""
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write `data` to `path` through a temporary file in the same folder and a rename.
+
+    `durable=False` skips the fsync (2 ms or more a file): for records a build
+    rewrites every time and reads back as "none" when unreadable (reports,
+    memos), which a power cut may empty but a crash cannot tear.
+    """
     tmp = _temporary(path)
     try:
         Path(tmp).write_bytes(data)
-        _commit(tmp, path, 0o644)
+        _commit(tmp, path, 0o644, durable=durable)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

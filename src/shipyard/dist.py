@@ -66,6 +66,11 @@ def temp_prefix(what: str = "") -> str:
     return f"{TEMP_PREFIX}{what}-" if what else TEMP_PREFIX
 
 
+def source_digests_file(dist: Path) -> Path:
+    """The source files' digests a build remembers by stat (`shipyard.engine.statcache`)."""
+    return dist / ".sources.json"
+
+
 def report_file(dist: Path) -> Path:
     """The last build's report."""
     return dist / "report.json"

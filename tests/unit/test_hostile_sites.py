@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders import zipapp as zipapp_module
+from shipyard.builders import resolve as resolve_module
 from shipyard.builders.image import ImageBuilder
 from shipyard.builders.zipapp import ZipappBuilder
 from shipyard.engine.wrapper import Wrapped
@@ -121,7 +121,8 @@ def test_hazards_an_installer_leaves_in_a_site_are_refused_or_neutralised(
             continue
         case = make_case(tmp_path / str(number), name, [], pip=False)
         installer = HostileInstaller(plant, case.outside)
-        monkeypatch.setattr(zipapp_module, "resolve", installer)
+        # The zipapp builder imports the installer when it builds: replace it at its home.
+        monkeypatch.setattr(resolve_module, "resolve", installer)
         deps = (wheel_artifact(case.wheel),)
         before = snapshot(case.outside)
         builds: dict[str, Callable[[], object]] = {

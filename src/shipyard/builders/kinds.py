@@ -161,7 +161,7 @@ def dockerfile_inputs(action: Action, ctx: BuildContext, deps: tuple[Artifact, .
     return {
         "builder": "dockerfile",
         "shipyard": __version__,
-        "context": tree_hash(dockerfile.parent, root=ctx.root, git=ctx.git),
+        "context": tree_hash(dockerfile.parent, root=ctx.root, git=ctx.git, memo=ctx.digests),
         "wheels": wheel_digests(deps),
         "platforms": list(action.platforms),
         "settings": _settings(image_settings(action)),

@@ -10,7 +10,6 @@ import shutil
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -118,6 +117,8 @@ def normalize_wheel(
     backend's wheel reproducible, not only the backends that already are. With
     `info`, the build info is added to the .dist-info (and to RECORD).
     """
+    import zipfile  # here, as in every function that reads or writes a wheel: not to key
+
     stamp = _zip_time(epoch)
     with zipfile.ZipFile(source) as src, zipfile.ZipFile(target, "w") as dst:
         files: dict[str, tuple[bytes, bool]] = {}
@@ -153,7 +154,9 @@ class WheelBuilder:
         """
         return {
             "shipyard": __version__,
-            "source": tree_hash(action.source, exclude=action.nested, root=ctx.root, git=ctx.git),
+            "source": tree_hash(
+                action.source, exclude=action.nested, root=ctx.root, git=ctx.git, memo=ctx.digests
+            ),
             "stamp": stamp_inputs(ctx),
             "python": "{}.{}".format(*sys.version_info[:2]),
         }
@@ -162,6 +165,8 @@ class WheelBuilder:
         self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
     ) -> tuple[Artifact, ...]:
         """Build, normalise and publish the wheel into dist/wheels/."""
+        from zipfile import BadZipFile
+
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = action_log(ctx.dist, self.kind, action.binaries)
         command = [sys.executable, "-m", "build", "--wheel"]
@@ -187,7 +192,7 @@ class WheelBuilder:
             normalised = Path(tmp) / built[0].name
             try:
                 normalize_wheel(built[0], normalised, ctx.stamp.epoch, build_info(ctx.stamp))
-            except (ShipyardError, zipfile.BadZipFile) as exc:
+            except (ShipyardError, BadZipFile) as exc:
                 raise ShipyardError(f"the PEP 517 backend's wheel: {exc}") from exc
             about = wheel_metadata(normalised)
             target = wheel_file(ctx.dist, built[0].name)
@@ -208,6 +213,8 @@ class WheelBuilder:
 def wheel_metadata(wheel: Path) -> tuple[str, Distribution]:
     """A wheel's sorted tags (`py3-none-any`) and its name and version, from its
     .dist-info (WHEEL and METADATA), not from its file name."""
+    import zipfile
+
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         info = next((n for n in names if re.fullmatch(r"[^/]+\.dist-info/WHEEL", n)), None)

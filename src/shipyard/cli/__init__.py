@@ -165,6 +165,9 @@ def _build(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: give at least 1")
+    from shipyard.engine.sources import GitIgnored
+
+    git = GitIgnored(manifest.root).prefetch()  # git answers while the stamp is read
     stamp = read_stamp(manifest.root, manifest.project.version, os.environ, args.release_version)
     options = BuildOptions(
         jobs=args.jobs,
@@ -186,7 +189,7 @@ def _build(args: argparse.Namespace) -> int:
     for skip in plan.skips:
         print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
     try:
-        run = execute(plan, stamp, BUILDERS, options, on_event=display)
+        run = execute(plan, stamp, BUILDERS, options, on_event=display, git=git)
     finally:
         display.close()
     if args.json:

@@ -22,6 +22,7 @@ from shipyard.dist import logs_dir
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.engine.sources import GitIgnored
+from shipyard.engine.statcache import StatMemo
 from shipyard.stamp import Stamp
 
 __all__ = ["BuildContext", "Builder", "Outcome", "Slots", "map_parts"]
@@ -105,6 +106,7 @@ class BuildContext:
     python: str
     env: Mapping[str, str]
     git: GitIgnored | None = field(default=None, compare=False)
+    digests: StatMemo | None = field(default=None, compare=False)
     slots: Slots | None = field(default=None, compare=False)
 
     @property

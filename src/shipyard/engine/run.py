@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import exclusive, remove_stale_temps
-from shipyard.dist import dist_dir, lock_file, report_file
+from shipyard.dist import dist_dir, lock_file, report_file, source_digests_file
 from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache
 from shipyard.engine.plan import Plan
 from shipyard.engine.proc import reset
 from shipyard.engine.report import write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
 from shipyard.engine.sources import GitIgnored
+from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 
@@ -70,12 +71,14 @@ def execute(
     *,
     env: Mapping[str, str] | None = None,
     on_event: Callable[[Event], None] = lambda _: None,
+    git: GitIgnored | None = None,
 ) -> BuildRun:
     """Build `plan` into <root>/dist.
 
     Holds dist/.lock for the whole build, so two builds in one checkout take
     turns; sweeps temporaries a killed build left. On KeyboardInterrupt the engine
     ends the running subprocesses, and their builders remove their temporaries.
+    `git` shares what git ignores (see GitIgnored.prefetch).
     """
     root = plan.manifest.root
     dist = dist_dir(root)
@@ -83,8 +86,16 @@ def execute(
     if options.cache_dir is not None:
         # Builders with caches of their own (base image blobs) keep them beside ours.
         build_env["SHIPYARD_CACHE_DIR"] = str(options.cache_dir)
+    # Source digests remembered by stat, for files at least two seconds old (see StatMemo).
+    digests = StatMemo(source_digests_file(dist), settle_ns=2_000_000_000)
     ctx = BuildContext(
-        root, dist, stamp, plan.manifest.project.python, build_env, git=GitIgnored(root)
+        root,
+        dist,
+        stamp,
+        plan.manifest.project.python,
+        build_env,
+        git=git or GitIgnored(root),
+        digests=digests,
     )
     chosen: dict[str, Builder | Wrapped] = dict(builders)
     if options.cache_dir is not None:
@@ -116,4 +127,5 @@ def execute(
             remove_stale_temps(dist)
             raise
         report = write_report(plan, results, ctx, durations)
+        digests.save()
     return BuildRun(plan, ctx, tuple(results), report)

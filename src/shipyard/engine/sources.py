@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from shipyard.engine.statcache import StatMemo
 from shipyard.errors import UsageError
 
 __all__ = ["GitIgnored", "source_files", "tree_hash"]
@@ -50,22 +51,34 @@ _SPECIAL = {
 _MAX_LINK_DEPTH = 8
 
 
-def _git_ignored(source: Path) -> frozenset[str] | None:
-    """Untracked paths git ignores under `source` (folders end in '/'), or None without git."""
+def _ask_git(source: Path) -> subprocess.Popen[bytes] | None:
+    """Start asking git for the untracked paths it ignores under `source`."""
     try:
-        done = subprocess.run(
+        return subprocess.Popen(
             [
                 *("git", "-C", str(source), "ls-files", "-z", "--others", "--ignored"),
                 *("--exclude-standard", "--directory", "--", "."),
             ],
-            capture_output=True,
-            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
     except OSError:
         return None
-    if done.returncode != 0:
+
+
+def _answer(process: subprocess.Popen[bytes] | None) -> frozenset[str] | None:
+    """What `_ask_git`'s git said (folders end in '/'), or None without git."""
+    if process is None:
         return None
-    return frozenset(n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n)
+    out, _ = process.communicate()
+    if process.returncode != 0:
+        return None
+    return frozenset(n for n in out.decode(errors="surrogateescape").split("\0") if n)
+
+
+def _git_ignored(source: Path) -> frozenset[str] | None:
+    """Untracked paths git ignores under `source` (folders end in '/'), or None without git."""
+    return _answer(_ask_git(source))
 
 
 class GitIgnored:
@@ -82,6 +95,15 @@ class GitIgnored:
         self._root = root.resolve()
         self._lock = threading.Lock()
         self._listed: tuple[frozenset[str] | None] | None = None
+        self._asked: subprocess.Popen[bytes] | None = None
+
+    def prefetch(self) -> GitIgnored:
+        """Start asking git now, so its answer is ready when the first source is hashed
+        (a no-op build waits on git's start-up more than on anything else)."""
+        with self._lock:
+            if self._listed is None and self._asked is None:
+                self._asked = _ask_git(self._root)
+        return self
 
     def under(self, source: Path) -> frozenset[str] | None:
         """git's ignored untracked names under `source` (relative to it), None without git."""
@@ -90,7 +112,8 @@ class GitIgnored:
             return _git_ignored(source)
         with self._lock:
             if self._listed is None:
-                self._listed = (_git_ignored(self._root),)
+                asked, self._asked = self._asked or _ask_git(self._root), None
+                self._listed = (_answer(asked),)
         listed = self._listed[0]
         if listed is None or source == self._root:
             return listed
@@ -232,11 +255,13 @@ def tree_hash(
     exclude: tuple[Path, ...] = (),
     root: Path | None = None,
     git: GitIgnored | None = None,
+    memo: StatMemo | None = None,
 ) -> str:
     """sha256 over the relative names, modes and contents of `source`'s files plus `extra`.
 
     Files under any folder in `exclude` are left out; symlinks may lead anywhere
-    inside `root` (default: `source`), see `source_files`.
+    inside `root` (default: `source`), see `source_files`. With `memo`, a file
+    whose stat facts are unchanged since it was hashed is not read again.
     """
     digest = hashlib.sha256()
     for part in extra:
@@ -247,8 +272,18 @@ def tree_hash(
         path = f"{where}/{name}"
         digest.update(name.encode(errors="surrogateescape") + b"\0")
         digest.update(b"x" if os.access(path, os.X_OK) else b"-")
-        digest.update(_file_hash(path))
+        digest.update(_file_hash(path) if memo is None else _memo_hash(path, memo))
     return digest.hexdigest()
+
+
+def _memo_hash(path: str, memo: StatMemo) -> bytes:
+    st = os.stat(path)  # before reading: a file changed meanwhile is recorded stale, never wrong
+    known = memo.lookup(path, st) if stat.S_ISREG(st.st_mode) else None
+    if known is not None:
+        return bytes.fromhex(known)
+    found = _file_hash(path)
+    memo.record(path, st, found.hex())
+    return found
 
 
 def _file_hash(path: str) -> bytes:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from shipyard.errors import UsageError
-from shipyard.oci.remote.reference import Reference, parse_reference
 
 if TYPE_CHECKING:
     from shipyard.oci.model import Platform
+    from shipyard.oci.remote.reference import Reference
 
 __all__ = ["FILE_KINDS", "BaseSource", "BaseSpec", "InvalidBase", "SourceKind", "parse_base"]
 
@@ -96,6 +96,9 @@ def _source(item: str) -> BaseSource:
         if not path.strip():
             raise InvalidBase(f"base image {item}: write {kind}:PATH with the path")
         return BaseSource(kind, path.strip(), platform)
+    # Imported here: a no-op build of a file-based base never parses a registry name.
+    from shipyard.oci.remote.reference import parse_reference
+
     try:
         return BaseSource("registry", reference=parse_reference(item))
     except UsageError as exc:

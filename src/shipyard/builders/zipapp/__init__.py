@@ -11,24 +11,23 @@ import hashlib
 import json
 import marshal
 import os
+import pkgutil
 import stat
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 from types import CodeType
+from typing import TYPE_CHECKING
 
 from shipyard import __version__
 from shipyard._fs import sha256_file
 from shipyard.artifacts import ANY, Artifact, Distribution, Installed, Metadata, select
 from shipyard.builders.kinds import stamp_inputs, wheel_digests
-from shipyard.builders.resolve import NATIVE, Resolution, resolve
 from shipyard.builders.wheel import build_env, build_info
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.dist import action_log, platform_log, temp_prefix, zipapp_file
@@ -37,6 +36,9 @@ from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.errors import ShipyardError
 from shipyard.stamp import ZIP_EPOCH
+
+if TYPE_CHECKING:
+    from shipyard.builders.resolve import Resolution
 
 __all__ = [
     "DEFAULT_SHEBANG",
@@ -56,7 +58,10 @@ _LEVEL = 4
 @cache
 def _boot_source() -> bytes:
     """The bootstrap's source, read as package data so it works from an archive too."""
-    return files("shipyard.builders.zipapp").joinpath("_boot.py").read_bytes()
+    data = pkgutil.get_data(__name__, "_boot.py")
+    if data is None:
+        raise ShipyardError(f"{__name__} has no _boot.py: a damaged installation")
+    return data
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,8 @@ def write_archive(
     files = {e.name: e for e in entries}
     # Explicit folder entries: zipimport finds namespace packages only through them.
     folders = {n[: i + 1] for n in files for i, c in enumerate(n) if c == "/"}
+    import zipfile  # here: a no-op build never writes an archive
+
     with target.open("wb") as handle:
         handle.write(b"#!" + shebang.removeprefix("#!").strip().encode() + b"\n")
         with zipfile.ZipFile(handle, "w") as archive:
@@ -186,6 +193,8 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     top-level names holding native code), compiled and build_id (a hash of the rest).
     """
     files = _site_files(site)
+    from shipyard.builders.resolve import NATIVE
+
     native = sorted({rel.split("/", 1)[0] for rel in files if NATIVE.search(rel)})
     modules: dict[str, str] = {}
     entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _boot_source())]
@@ -281,6 +290,9 @@ class ZipappBuilder:
         ctx.dist.mkdir(parents=True, exist_ok=True)
         for path in (*logs.values(), log):
             path.write_bytes(b"")
+        # Imported here: the installers' module is only needed to build, not to key.
+        from shipyard.builders.resolve import resolve
+
         with tempfile.TemporaryDirectory(prefix=temp_prefix("zipapp"), dir=ctx.dist) as tmp:
             # Installers are subprocesses and zlib releases the GIL: platforms overlap
             # when the job budget has idle slots.

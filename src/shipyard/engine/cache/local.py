@@ -60,6 +60,7 @@ from shipyard.engine.cache.restore import (
     stored_mode,
 )
 from shipyard.engine.context import Builder
+from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import OutputCache, Wrapped
 
 __all__ = [
@@ -93,63 +94,42 @@ class PruneResult:
 
 
 class _Checked:
-    """Outputs known to hold their recorded bytes, by (size, mtime, ctime, inode).
+    """Outputs known to hold their recorded bytes, by their stat facts (`StatMemo`).
 
     A no-op build would otherwise hash every output in dist/ (hundreds of MB of
-    image tarballs) to learn that it is already in place. As git's index does,
-    a file whose stat facts are unchanged since it was written or hashed is
-    taken to be unchanged; any write, rename or chmod changes them. Builds in
-    one checkout take turns (dist/.lock), so one file per checkout suffices.
-
-    The record lives in the checkout's dist/ (`checked_file`), not in the cache
-    folder: whoever can write a shared cache could otherwise record any sha256
-    for a file's stat facts and have a stale or foreign output in dist/ pass,
-    unhashed, for the bytes a cache entry names. Only who can already write
-    dist/ can write this record.
+    image tarballs) to learn that it is already in place. Builds in one checkout
+    take turns (dist/.lock), so one record per checkout suffices; it lives in the
+    checkout's dist/ (`checked_file`), not in the cache folder, which others may
+    write.
     """
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.memo = StatMemo(path)
         self._lock = threading.Lock()
-        self._data: dict[str, list[int | str]] | None = None
+        self._last: dict[str, list[object]] | None = None
 
-    def _loaded(self) -> dict[str, list[int | str]]:
-        if self._data is None:
-            try:
-                loaded = json.loads(self.path.read_bytes())
-                self._data = loaded if isinstance(loaded, dict) else {}
-            except (OSError, ValueError):
-                self._data = {}
-        return self._data
-
-    @staticmethod
-    def _facts(target: Path, sha256: str) -> list[int | str] | None:
-        try:
-            st = target.stat()
-        except OSError:
-            return None
-        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, sha256]
+    def last_outputs(self, key: str) -> list[object] | None:
+        """The outputs the checkout's last build reported for the action `key` (its
+        dist/report.json, which only who can write dist/ can write), or None."""
+        with self._lock:
+            if self._last is None:
+                self._last = _reported(self.memo.path.parent / "report.json")
+        return self._last.get(key)
 
     def holds(self, target: Path, sha256: str, size: int) -> bool:
         """True if `target` was seen with `sha256` and has not changed since."""
-        facts = self._facts(target, sha256)
-        if facts is None or facts[0] != size:
+        try:
+            st = target.stat()
+        except OSError:
             return False
-        with self._lock:
-            return self._loaded().get(str(target)) == facts
+        return st.st_size == size and self.memo.lookup(str(target), st) == sha256
 
     def note(self, targets: list[tuple[Path, str]]) -> None:
         """Record that each target now holds its sha256 (it was just written or hashed)."""
-        with self._lock:
-            data = self._loaded()
-            changed = False
-            for target, sha256 in targets:
-                facts = self._facts(target, sha256)
-                if facts is not None and data.get(str(target)) != facts:
-                    data[str(target)] = facts
-                    changed = True
-            if changed:
-                atomic_write(self.path, json.dumps(data, sort_keys=True).encode())
+        for target, sha256 in targets:
+            with contextlib.suppress(OSError):
+                self.memo.record(str(target), target.stat(), sha256)
+        self.memo.save()
 
 
 class ActionCache:
@@ -209,6 +189,11 @@ class ActionCache:
         logged and removed (with the bad blob), and nothing is written.
         """
         self.open()
+        in_place = self._in_place(key, repo)
+        if in_place is not None:
+            with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
+                os.utime(self._entry(key))  # recently used: pruned last
+            return in_place
         try:
             outputs = json.loads(self._entry(key).read_text())["outputs"]
         except FileNotFoundError:
@@ -237,6 +222,28 @@ class ActionCache:
         with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
             os.utime(self._entry(key))  # recently used: pruned last
         return restored
+
+    def _in_place(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
+        """The outputs of `key` when the checkout's last build made or restored them
+        and each is still in place unchanged (by stat, see _Checked): the no-op
+        build's path, which reads neither the entry nor the blobs."""
+        checked = self._checked_for(repo)
+        reported = checked.last_outputs(key)
+        if not reported:
+            return None
+        try:
+            artifacts = tuple(Artifact.from_json(o, repo) for o in reported)
+        except ValueError:
+            return None
+        dist = str(dist_dir(repo)) + "/"
+        if all(
+            str(a.path).startswith(dist)
+            and ".." not in a.path.parts
+            and checked.holds(a.path, a.sha256, a.size)
+            for a in artifacts
+        ):
+            return artifacts
+        return None
 
     def _files(self, outputs: object, declared: Declared) -> list[PlacedFile]:
         """The checked outputs of an entry; RefusedEntry for anything a store never writes."""
@@ -326,6 +333,21 @@ class ActionCache:
 def checked_file(repo: Path) -> Path:
     """Where the checkout at `repo` records the outputs verified in place (see _Checked)."""
     return dist_dir(repo) / ".checked.json"
+
+
+def _reported(report: Path) -> dict[str, list[object]]:
+    """Action key -> reported outputs of the built and cached actions in `report`."""
+    try:
+        actions = json.loads(report.read_bytes())["actions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    found: dict[str, list[object]] = {}
+    for action in actions if isinstance(actions, list) else ():
+        if isinstance(action, dict) and action.get("status") in ("built", "cached"):
+            key, outputs = action.get("inputs"), action.get("outputs")
+            if isinstance(key, str) and isinstance(outputs, list):
+                found[key] = outputs
+    return found
 
 
 def _size(path: Path) -> int | None:

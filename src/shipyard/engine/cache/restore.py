@@ -15,14 +15,14 @@ as a miss, so a hostile entry can cost a rebuild but never fail the build.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fnmatch
 import hashlib
 import os
 import re
-import secrets
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -164,9 +164,9 @@ def checked_size(value: object) -> int:
     return value
 
 
-def checked_description(value: object, declared: Declared | None = None) -> Mapping[str, object]:
-    """`value` if it describes an artifact (kind, binary, platform, metadata) that
-    `declared`'s action could have made; else RefusedEntry."""
+def checked_description(value: object, declared: Declared | None = None) -> Artifact:
+    """The artifact `value` describes (kind, binary, platform, metadata; no path or
+    bytes yet) if `declared`'s action could have made it; else RefusedEntry."""
     try:
         artifact = Artifact.described(value, Path(), "", 0)
     except ValueError as exc:
@@ -177,8 +177,7 @@ def checked_description(value: object, declared: Declared | None = None) -> Mapp
             f"it describes a {artifact.kind} of {artifact.binary or 'no binary'!r} for "
             f"{artifact.platform}, which {declared.action.id} does not make"
         )
-    assert isinstance(value, Mapping)
-    return value
+    return artifact
 
 
 def checked_mode(value: object) -> int:
@@ -203,7 +202,7 @@ class PlacedFile:
     sha256: str
     size: int
     mode: int
-    about: Mapping[str, object]  # the artifact's kind, binary, platform and metadata
+    about: Artifact  # the artifact's kind, binary, platform and metadata (path and bytes unset)
 
 
 @dataclass
@@ -216,7 +215,7 @@ class _Pending:
 
 def _temp_name() -> str:
     """A new temporary's name: fixed length, whatever the output's (never too long)."""
-    return f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+    return f"{TEMP_PREFIX}{os.urandom(8).hex()}"  # what secrets.token_hex does
 
 
 def place_files(
@@ -246,7 +245,8 @@ def place_files(
             f"its outputs could not be put in place, nothing was kept: {exc}"
         ) from exc
     restored = tuple(
-        Artifact.described(f.about, repo.joinpath(*f.parts), f.sha256, f.size) for f in files
+        dataclasses.replace(f.about, path=repo.joinpath(*f.parts), sha256=f.sha256, size=f.size)
+        for f in files
     )
     return restored, seen
 
