@@ -8,7 +8,7 @@ PYTHON ?= python3
 TARGET ?= standard
 BIN     = $(VENV)/bin
 
-.PHONY: help build test lint services docker push release clean
+.PHONY: help build lock test lint services docker push release clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ $(BASE): # the Python base image, built from Debian packages with mmdebstrap (ca
 
 build: $(BIN)/shipyard $(BASE) ## build the TARGET group (default: standard) into dist/
 	$(BIN)/invoke build --target=$(TARGET)
+
+lock: $(BIN)/shipyard ## optional: write uv.lock so builds install its versions (not committed)
+	$(BIN)/uv lock
 
 test: services $(BIN)/shipyard ## start services, then run lint, typecheck, unit, integration
 	SHIPYARD_REQUIRE_SERVICES=$${SHIPYARD_REQUIRE_SERVICES:-1} $(BIN)/nox -s test

@@ -66,6 +66,11 @@ def temp_prefix(what: str = "") -> str:
     return f"{TEMP_PREFIX}{what}-" if what else TEMP_PREFIX
 
 
+def stamps_file(dist: Path) -> Path:
+    """Each binary's last commit, remembered for the current HEAD (`stamp.input_stamps`)."""
+    return dist / ".stamps.json"
+
+
 def source_digests_file(dist: Path) -> Path:
     """The source files' digests a build remembers by stat (`shipyard.engine.statcache`)."""
     return dist / ".sources.json"

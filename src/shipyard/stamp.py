@@ -6,6 +6,8 @@ one build sees one version and one timestamp (the basis of reproducibility).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import subprocess
 import time
@@ -17,7 +19,15 @@ from packaging.version import InvalidVersion, Version
 
 from shipyard.errors import UsageError
 
-__all__ = ["ZIP_EPOCH", "Stamp", "choose_version", "read_stamp", "version_from_describe"]
+__all__ = [
+    "ZIP_EPOCH",
+    "Inputs",
+    "Stamp",
+    "choose_version",
+    "input_stamps",
+    "read_stamp",
+    "version_from_describe",
+]
 
 # Zip cannot store times before 1980; a clock before that is clamped here.
 ZIP_EPOCH = 315532800
@@ -43,7 +53,7 @@ class Stamp:
         return self.version.replace("+", "-")
 
 
-def _git(root: Path, *commands: tuple[str, ...]) -> list[str | None]:
+def _git(root: Path, *commands: tuple[str, ...], raw: bool = False) -> list[str | None]:
     """Each git command's output (None where it failed), the commands run side by side:
     every build asks, and git's start-up is most of what a no-op build waits for."""
     running: list[subprocess.Popen[str] | None] = []
@@ -65,7 +75,8 @@ def _git(root: Path, *commands: tuple[str, ...]) -> list[str | None]:
             outputs.append(None)
             continue
         stdout, _ = process.communicate()
-        outputs.append(stdout.strip() if process.returncode == 0 else None)
+        text = stdout if raw else stdout.strip()
+        outputs.append(text if process.returncode == 0 else None)
     return outputs
 
 
@@ -179,3 +190,151 @@ def read_stamp(
     else:
         epoch = int(head[1]) if len(head) == 2 else ZIP_EPOCH
     return Stamp(version=version, revision=revision, dirty=dirty, epoch=max(epoch, ZIP_EPOCH))
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The folders (repository-relative, POSIX) whose last commit versions a group of
+    actions, and the folders inside them that belong to others."""
+
+    include: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+
+    def pathspec(self) -> list[str]:
+        """git pathspecs: the folders, minus the excluded ones."""
+        return [*(p or "." for p in self.include), *(f":(exclude){p}" for p in self.exclude)]
+
+    def pathspec_key(self) -> str:
+        """These inputs as one string (a memo's key)."""
+        return json.dumps([self.include, self.exclude])
+
+    def holds(self, path: str) -> bool:
+        """Whether the repository-relative `path` is one of these inputs."""
+
+        def inside(folder: str) -> bool:
+            return not folder or path == folder or path.startswith(folder + "/")
+
+        return any(inside(f) for f in self.include) and not any(inside(f) for f in self.exclude)
+
+
+def _changed_paths(root: Path) -> list[str] | None:
+    """Tracked paths with changes in the work tree or index (both sides of a rename)."""
+    done = _git(root, ("status", "--porcelain", "-z", "--untracked-files=no"), raw=True)[0]
+    if done is None:
+        return None
+    paths: list[str] = []
+    fields = done.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":  # a rename or copy: the source path follows
+            paths.append(fields[i])
+            i += 1
+    return paths
+
+
+def input_stamps(
+    root: Path,
+    build: Stamp,
+    groups: Mapping[str, Inputs],
+    env: Mapping[str, str],
+    *,
+    versioned: bool = True,
+    memo: Path | None = None,
+) -> dict[str, Stamp]:
+    """One stamp per group of inputs: each binary's from its own inputs.
+
+    A group's revision is the last commit that changed its folders and its clock
+    that commit's time (unless $SOURCE_DATE_EPOCH is set); it is dirty only when
+    its own folders are. With `versioned` (`version: git`), its version is git
+    describe's of that commit; otherwise it keeps `build`'s version. So a binary
+    whose inputs did not change keeps its stamp, its keys and its cache hits
+    across commits. A group git knows no commit for takes `build`.
+
+    With `memo` (a file), each group's last commit is remembered for the current
+    HEAD (history under one HEAD never changes), so a no-op build asks git only
+    for the working tree's changes and one `describe`.
+    """
+    if not groups or build.revision is None:
+        return {name: build for name in groups}
+    changed = _changed_paths(root) or []
+    names = sorted(groups)
+    known = _last_commits(memo, build.revision)
+    asked = [n for n in names if groups[n].pathspec_key() not in known]
+    logs = _git(
+        root, *(("log", "-1", "--format=%H %ct", "--", *groups[n].pathspec()) for n in asked)
+    )
+    for name, out in zip(asked, logs, strict=True):
+        fields = (out or "").split()
+        if len(fields) == 2 and fields[1].isdigit():
+            known[groups[name].pathspec_key()] = (fields[0], int(fields[1]))
+    if asked and memo is not None:
+        _save_last_commits(memo, build.revision, known)
+    last = {n: known[groups[n].pathspec_key()] for n in names if groups[n].pathspec_key() in known}
+    commits = sorted({commit for commit, _ in last.values()})
+    described = _describe(root, commits) if versioned else dict.fromkeys(commits, (None, 0))
+    raw_epoch = env.get("SOURCE_DATE_EPOCH")
+    stamps: dict[str, Stamp] = {}
+    for name in names:
+        if name not in last:
+            stamps[name] = build
+            continue
+        commit, when = last[name]
+        dirty = any(groups[name].holds(p) for p in changed)
+        describe, count = described[commit]
+        version = (
+            version_from_describe(describe, commit[:7], count, dirty)
+            if versioned
+            else build.version
+        )
+        epoch = int(raw_epoch) if raw_epoch and raw_epoch.isdigit() else when
+        stamps[name] = Stamp(version, commit, dirty, max(epoch, ZIP_EPOCH))
+    return stamps
+
+
+def _last_commits(memo: Path | None, head: str) -> dict[str, tuple[str, int]]:
+    """The groups' last commits remembered for `head` (none for another HEAD)."""
+    if memo is None:
+        return {}
+    try:
+        data = json.loads(memo.read_bytes())
+        if data.get("head") != head:
+            return {}
+        return {
+            str(k): (str(v[0]), int(v[1]))
+            for k, v in data["last"].items()
+            if isinstance(v, list) and len(v) == 2
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _save_last_commits(memo: Path, head: str, last: Mapping[str, tuple[str, int]]) -> None:
+    from shipyard._fs import atomic_write
+
+    data = {"head": head, "last": {k: list(v) for k, v in sorted(last.items())}}
+    with contextlib.suppress(OSError):  # a memo that cannot be written costs a git run
+        atomic_write(memo, json.dumps(data).encode(), durable=False)
+
+
+def _describe(root: Path, commits: list[str]) -> dict[str, tuple[str | None, int]]:
+    """git describe's output and the commit count of each commit (describe batched;
+    commits no tag describes counted one by one)."""
+    if not commits:
+        return {}
+    pattern = ("describe", "--tags", "--long", "--match", "*[0-9]*")
+    batch = _git(root, (*pattern, *commits))[0]
+    lines = batch.splitlines() if batch is not None else []
+    if len(lines) == len(commits):
+        return {c: (line, 0) for c, line in zip(commits, lines, strict=True)}
+    found = _git(
+        root,
+        *((*pattern, c) for c in commits),
+        *(("rev-list", "--count", c) for c in commits),
+    )
+    count = len(commits)
+    return {c: (found[i], int(found[count + i] or "0")) for i, c in enumerate(commits)}

@@ -29,13 +29,11 @@ import json
 import os
 import re
 import resource
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
@@ -45,6 +43,7 @@ from shipyard import cli
 from tests.fuzz.hostile import hostile_files
 from tests.fuzz.strategies import ENVIRONMENT, UNSET, manifests
 from tests.reliability import record
+from tests.sealed import seal
 
 EXAMPLES = int(os.environ.get("SHIPYARD_FUZZ_EXAMPLES", "200"))
 SEED = os.environ.get("SHIPYARD_FUZZ_SEED")
@@ -156,10 +155,6 @@ class Tally:
         }
 
 
-def _no_process(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError(f"a manifest made shipyard start a process: {args!r:.200}")
-
-
 @pytest.fixture
 def sealed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """A fixed environment, and no way to start a process."""
@@ -168,10 +163,9 @@ def sealed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for name in UNSET:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SHIPYARD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(subprocess.Popen, "__init__", _no_process)
-    monkeypatch.setattr(os, "system", _no_process)
-    monkeypatch.setattr(os, "posix_spawn", _no_process)
-    monkeypatch.setattr(os, "fork", _no_process)
+    # A valid manifest gets as far as reading the repository's projects, which asks
+    # git (fixed arguments, in the manifest's folder); nothing else may start.
+    seal(monkeypatch, git=True)
     # main() builds its argument parser on every call, which costs more than loading
     # a manifest; build it once so the examples go to the loader.
     monkeypatch.setattr(cli, "parser", functools.cache(cli.parser))

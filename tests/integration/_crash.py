@@ -389,7 +389,8 @@ class Tiny:
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Tiny:
     origin = tmp_path_factory.mktemp("crash") / "origin"
-    for name in ("ctl", "echo"):
+    # meshctl needs the mesh-api library (found by its name): three wheels, two zipapps.
+    for name in ("ctl", "echo", "libs/api"):
         shutil.copytree(REPO / "examples" / "mesh" / name, origin / name)
     payload = random.Random(20261203).randbytes(PAYLOAD)  # incompressible, same every run
     (origin / "ctl" / "src" / "meshctl" / "payload.bin").write_bytes(payload)
@@ -409,7 +410,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Tiny:
         builds.append((_outputs(root / "dist"), seconds))
     (first, _), (good, seconds) = builds
     assert first == good, "two uninterrupted builds differ"
-    assert [name.partition("/")[0] for name in good] == ["wheels"] * 2 + ["zipapps"] * 2, good
+    assert [name.partition("/")[0] for name in good] == ["wheels"] * 3 + ["zipapps"] * 2, good
     warm = origin.parent / "warm-cache"
     shutil.copytree(cache, warm)
     for entry in (warm / "v1" / "actions").glob("*.json"):
@@ -418,7 +419,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Tiny:
             entry.unlink()
             (warm / "v1" / "blobs" / outputs[0]["sha256"]).unlink()
     keys = frozenset(p.stem for p in (warm / "v1" / "actions").glob("*.json"))
-    assert len(keys) == 3
+    assert len(keys) == len(good) - 1  # one output per action
     return Tiny(origin, good, seconds, warm, keys)
 
 
@@ -427,14 +428,14 @@ def _assert_recovered(root: Path, good: dict[str, str], cache: Path, trial: int)
     assert not list((root / "dist").rglob(f"{TEMP_PREFIX}*")), f"trial {trial}: temps in dist"
     state = _cache_state(cache)
     assert state.problems == (), f"trial {trial}: {state.problems}"
-    assert len(state.entries) == 4, f"trial {trial}: the cache lacks entries"
+    assert len(state.entries) == len(good), f"trial {trial}: the cache lacks entries"
     assert state.temporaries == 0, f"trial {trial}: the cache kept a killed run's temporaries"
     return state
 
 
-def _stored(cache: Path) -> Callable[[], bool]:
-    """Whether the cache holds all four entries (the last write is over)."""
-    return lambda: len(list((cache / "v1" / "actions").glob("*.json"))) == 4
+def _stored(cache: Path, count: int) -> Callable[[], bool]:
+    """Whether the cache holds all `count` entries (the last write is over)."""
+    return lambda: len(list((cache / "v1" / "actions").glob("*.json"))) == count
 
 
 def _big_zipapp(root: Path, tiny: Tiny) -> Path:

@@ -159,8 +159,9 @@ def hubs(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 def make_repo(target: Path, manifest: str = MANIFEST) -> Path:
-    """A git repository with the meshctl and mesh-agent examples and the manifest."""
-    for name in ("ctl", "agent"):
+    """A git repository with the meshctl and mesh-agent examples, the in-repo libraries they
+    use (found by name: the copy has no uv workspace) and the manifest."""
+    for name in ("ctl", "agent", "libs/api", "libs/config"):
         shutil.copytree(REPO / "examples" / "mesh" / name, target / name)
     (target / "binaries.yaml").write_text(manifest)
     (target / ".gitignore").write_text("/dist/\n")

@@ -27,6 +27,7 @@ from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform, config_json
 from shipyard.oci.remote.registry import Registry
 from shipyard.stamp import Stamp
+from shipyard.workspace import load_workspace
 from tests.integration.conftest import Services
 
 pytestmark = pytest.mark.integration
@@ -46,21 +47,35 @@ def _binary(name: str) -> Binary:
 def _build(name: str, base: str, dist: Path, cache: Path) -> Outcome:
     env = {**os.environ, **OFFLINE, "SHIPYARD_CACHE_DIR": str(cache)}
     stamp = Stamp(VERSION, "0123456789abcdef0123456789abcdef01234567", False, 1704067200)
-    ctx = BuildContext(REPO, dist, stamp, "3.11", env)
+    workspace = load_workspace(REPO)
+    ctx = BuildContext(REPO, dist, stamp, "3.11", env, workspace=workspace)
     binary = _binary(name)
     wheel_action = Action(f"wheel:{name}", "wheel", (name,), binary.source)
     wheel = Wrapped(WheelBuilder()).run(wheel_action, ctx, ())
+    # The in-repo libraries the binary's project needs (meshctl: mesh-api), as the plan adds.
+    project = workspace.project_at(binary.source)
+    assert project is not None
+    libraries = [
+        Action(f"wheel:{lib.key}", "wheel", (), lib.root, project=lib.key)
+        for lib in workspace.closure(project.key)
+    ]
+    shipped = wheel.outputs + tuple(
+        artifact
+        for library in libraries
+        for artifact in Wrapped(WheelBuilder()).run(library, ctx, ()).outputs
+    )
     action = Action(
         f"image:{name}",
         "image",
         (name,),
         binary.source,
         PLATFORMS,
-        (wheel_action.id,),
+        (wheel_action.id, *(library.id for library in libraries)),
         entrypoint=binary.entrypoint,
         image=dataclasses.replace(binary.image, base=base),
+        project=project.key,
     )
-    return Wrapped(ImageBuilder()).run(action, ctx, wheel.outputs)
+    return Wrapped(ImageBuilder()).run(action, ctx, shipped)
 
 
 def _digests(outcome: Outcome, dist: Path) -> dict[str, str]:

@@ -129,19 +129,20 @@ def test_release_publishes_everything_and_verifies(
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "release.json: OK" in check.stdout
-    # The SBOMs are valid CycloneDX; mesh-agent's lists PyYAML.
+    # The SBOMs are valid CycloneDX; mesh-agent's lists its in-repo library and PyYAML.
     validator = JsonStrictValidator(SchemaVersion.V1_6)
     for binary in ("meshctl", "mesh-agent"):
         text = (folder / "sbom" / f"{binary}.cdx.json").read_text()
         assert validator.validate_str(text) is None
     agent = json.loads((folder / "sbom" / "mesh-agent.cdx.json").read_text())
-    assert [c["name"].lower() for c in agent["components"]] == ["pyyaml"]
+    assert [c["name"].lower() for c in agent["components"]] == ["mesh-config", "pyyaml"]
     assert "ctl: notes" in (folder / "CHANGELOG.md").read_text()
-    # pip installs the wheels from the index.
-    wheels = sorted(a["path"] for a in staged["artifacts"] if a["kind"] == "wheel")
-    assert len(wheels) == 2
+    # pip installs the wheels from the index, with the in-repo libraries they require
+    # (released with them: mesh-api for meshctl, mesh-config for mesh-agent).
+    wheels = sorted(Path(a["path"]).name for a in staged["artifacts"] if a["kind"] == "wheel")
+    assert [w.split("-")[0] for w in wheels] == ["mesh_agent", "mesh_api", "mesh_config", "meshctl"]
     target = tmp_path / "installed"
-    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target)]
+    pip = [sys.executable, "-m", "pip", "install", "--target", str(target)]
     pip += ["--index-url", pypiserver.url + "simple/", "--no-cache-dir", "meshctl==1.0.0"]
     done = subprocess.run(
         pip,
@@ -157,6 +158,7 @@ def test_release_publishes_everything_and_verifies(
     )
     assert done.returncode == 0, done.stderr
     assert any(p.name.startswith("meshctl-1.0.0") for p in target.iterdir())
+    assert any(p.name.startswith("mesh_api-1.0.0") for p in target.iterdir())
     # Released: a second run stops in preflight, before building anything.
     with pytest.raises(UsageError, match="already released"):
         release(context(repo, env, ReleaseOptions(version="1.0.0")))
@@ -179,7 +181,7 @@ def test_snapshot_and_dry_run_publish_nothing(
     dry = context(repo, env, ReleaseOptions(version="3.0.0", dry_run=True), lines)
     release(dry)
     assert sum(line.startswith("would push image") for line in lines) == 4  # 2 images x 2 hubs
-    assert sum(line.startswith("would upload wheel") for line in lines) == 2
+    assert sum(line.startswith("would upload wheel") for line in lines) == 4  # 2 + libraries
     assert tag_digests(hubs, f"rel-nothing-{RUN}", ("3.0.0", "latest")) == before_tags
     assert index_files(pypiserver) == before_index
     assert not (repo / "dist" / "release" / "3.0.0").exists()

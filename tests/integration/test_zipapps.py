@@ -19,6 +19,7 @@ import pytest
 from shipyard.builders.wheel import WheelBuilder
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.plan import Action, Selection, make_plan
+from shipyard.engine.planning import read_workspace
 from shipyard.engine.scheduler import BuildContext, Builder, Result, run_plan
 from shipyard.manifest import Manifest, load_manifest
 from shipyard.stamp import Stamp, read_stamp
@@ -67,12 +68,21 @@ def build(root: Path, names: tuple[str, ...]) -> Build:
     """Build the wheels and zipapps of `names` in the repository at `root` into root/dist."""
     manifest = _with_zipapps(load_manifest(root / "binaries.yaml"))
     stamp = read_stamp(root, manifest.project.version, os.environ)
-    ctx = BuildContext(root, root / "dist", stamp, manifest.project.python, dict(os.environ))
+    # The repository's projects: the example apps install their in-repo libraries' wheels.
+    workspace = read_workspace(manifest)
+    ctx = BuildContext(
+        root,
+        root / "dist",
+        stamp,
+        manifest.project.python,
+        dict(os.environ),
+        workspace=workspace,
+    )
 
     def options(action: Action) -> ZipappOptions:
         return ZipappOptions(manifest.binaries[action.binaries[0]].entrypoint)
 
-    plan = make_plan(manifest, Selection(binaries=names))
+    plan = make_plan(manifest, Selection(binaries=names), workspace=workspace)
     builders: dict[str, Builder] = {"wheel": WheelBuilder(), "zipapp": ZipappBuilder(options)}
     results = run_plan(plan, ctx, builders)
     assert [(r.action.id, r.status) for r in results if r.status != "built"] == [], [

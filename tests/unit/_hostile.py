@@ -226,7 +226,7 @@ class HostileInstaller:
 
     def __call__(
         self,
-        wheel: Path,
+        wheels: Path | Sequence[Path],
         platform: str,
         python: str,
         dest: Path,
@@ -235,7 +235,8 @@ class HostileInstaller:
         log: Path,
         requirements: Path | None = None,
     ) -> Resolution:
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(dest)
+        for wheel in [wheels] if isinstance(wheels, Path) else wheels:
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(dest)
         self.hazard(dest, self.outside)
         return Resolution(platform, dest, (Distribution("evilpkg", "1.0", False),), False)

@@ -23,7 +23,8 @@ from typing import Any
 
 MESH = Path(__file__).resolve().parents[2] / "examples" / "mesh"
 SOURCE_PATH = os.pathsep.join(
-    str(MESH / project / "src") for project in ("agent", "cni", "ctl", "discovery", "echo")
+    str(MESH / project / "src")
+    for project in ("agent", "cni", "ctl", "discovery", "echo", "libs/api", "libs/config")
 )
 # Generous for a loaded CI machine; every wait in the example tests normally ends in milliseconds.
 TIMEOUT = 10.0

@@ -95,6 +95,7 @@ def _image_action(root: Path, settings: ImageSettings) -> Action:
         ("wheel:app",),
         entrypoint="app:main",
         image=settings,
+        requirements=Path("lock.txt"),
     )
 
 
@@ -105,10 +106,16 @@ def wheel_scene(root: Path) -> Scene:
 
 
 def zipapp_scene(root: Path, **options: object) -> Scene:
-    opts = ZipappOptions("app:main", requirements=Path("lock.txt"))
+    opts = ZipappOptions("app:main")
     chosen = dataclasses.replace(opts, **options)  # type: ignore[arg-type]
     action = Action(
-        "zipapp:app", "zipapp", ("app",), root / "app", ("linux/amd64",), ("wheel:app",)
+        "zipapp:app",
+        "zipapp",
+        ("app",),
+        root / "app",
+        ("linux/amd64",),
+        ("wheel:app",),
+        requirements=Path("lock.txt"),
     )
     return Scene(ZipappBuilder(lambda _: chosen), action, _ctx(root))
 
@@ -205,6 +212,8 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
             "entrypoint": lambda s, _: replace(s, action=replace(s.action, entrypoint="app:x")),
             "settings": _image(user="1000"),
             "base": _edit("base/index.json", '{"schemaVersion": 2, "manifests": [{}]}\n'),
+            # The lock images install from (issue 14: they used to ignore it).
+            "lock": _edit("lock.txt", "helper==2.1 --hash=sha256:" + "1" * 64 + "\n"),
             "python": lambda s, _: replace(s, ctx=replace(s.ctx, python="3.12")),
             "source_url": lambda s, _: replace(
                 s, ctx=replace(s.ctx, env={**s.ctx.env, "SHIPYARD_SOURCE_URL": "https://x/y"})

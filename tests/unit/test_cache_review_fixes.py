@@ -32,6 +32,7 @@ from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
     RefusedEntry,
+    checked_description,
     checked_path,
     place_files,
 )
@@ -306,7 +307,14 @@ def test_a_failed_rename_puts_back_what_was_there(
     digest = hashlib.sha256(GOOD).hexdigest()
     declared = Declared((("dist", "images", "app", "**"),))
     files = [
-        PlacedFile(blob, checked_path(APP + n, declared), digest, len(GOOD), 0o644, _about())
+        PlacedFile(
+            blob,
+            checked_path(APP + n, declared),
+            digest,
+            len(GOOD),
+            0o644,
+            checked_description(_about()),
+        )
         for n in ("one", "two", "three")
     ]
     real = os.replace

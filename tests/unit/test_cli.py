@@ -37,7 +37,7 @@ def test_check_finds_the_manifest_in_a_parent(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["check"]) == 0
-    assert "ok, 1 binaries; groups: all, standard" in capsys.readouterr().out
+    assert "ok, 1 binaries, 1 projects; groups: all, standard" in capsys.readouterr().out
 
 
 def test_dry_run_prints_the_plan_and_builds_nothing(

@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/cni/
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/ctl/src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/discovery/src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/echo/src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/libs/api/src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/mesh/libs/config/src"))
 
 from meshagent import YAML_NATIVE, AgentConfig, AgentConfigError, HealthServer, load_config
 from meshagent.main import main as agent_main

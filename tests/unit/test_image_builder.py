@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -57,15 +57,17 @@ def _wheel(folder: Path) -> Path:
 
 
 class StandIn:
-    """Installs like `resolve`: the wheel unpacked plus a dependency, native when asked."""
+    """Installs like `resolve`: the wheels unpacked plus a dependency, native when asked."""
 
     def __init__(self, native: bool = True) -> None:
         self.native = native
         self.calls: list[str] = []
+        self.wheels: list[list[Path]] = []
+        self.requirements: list[Path | None] = []
 
     def __call__(
         self,
-        wheel: Path,
+        wheels: Path | Sequence[Path],
         platform: str,
         python: str,
         dest: Path,
@@ -75,8 +77,11 @@ class StandIn:
         requirements: Path | None = None,
     ) -> Resolution:
         self.calls.append(platform)
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(dest)
+        self.wheels.append([wheels] if isinstance(wheels, Path) else list(wheels))
+        self.requirements.append(requirements)
+        for wheel in self.wheels[-1]:
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(dest)
         arch = platform.split("/")[1] if self.native else "any"
         (dest / "dep").mkdir()
         (dest / "dep" / "__init__.py").write_text("VALUE = 1\n")
@@ -155,9 +160,9 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
     for platform, (image, _) in found.items():
         _, deps, app = image.layers
         assert _names(deps) == {
-            "opt/app/site/dep/__init__.py": 0o644,
-            f"opt/app/site/dep/_speed.{platform.architecture}.so": 0o644,
-            "opt/app/site/dep-2.0.dist-info/RECORD": 0o644,
+            "opt/shipyard/deps/site/dep/__init__.py": 0o644,
+            f"opt/shipyard/deps/site/dep/_speed.{platform.architecture}.so": 0o644,
+            "opt/shipyard/deps/site/dep-2.0.dist-info/RECORD": 0o644,
         }
         assert _names(app) == {
             "opt/app/bin/app": 0o755,
@@ -173,7 +178,7 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
         assert config.env == (
             "PATH=/usr/bin:/bin:/opt/app/bin",
             "LANG=C.UTF-8",
-            "PYTHONPATH=/opt/app/site",
+            "PYTHONPATH=/opt/app/site:/opt/shipyard/deps/site",
             "LOG_LEVEL=info",
         )
         labels = dict(config.labels)
@@ -184,7 +189,7 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
         assert labels["org.opencontainers.image.source"] == "src"
         assert image.created == "2024-01-01T00:00:00Z"
         assert [h.created_by for h in image.history][-2:] == [
-            "shipyard: app dependencies",
+            "shipyard: third-party dependencies",
             "shipyard: app 1.2.3",
         ]
     layout = repo / "dist" / "images" / "app"

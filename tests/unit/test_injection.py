@@ -15,9 +15,7 @@ import contextlib
 import functools
 import io
 import json
-import os
 import re
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import pytest
 
 from shipyard import cli
 from tests.reliability import record
+from tests.sealed import seal
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "shipyard"
 HASH = "--hash=sha256:" + "0" * 64
@@ -189,10 +188,6 @@ CASES = _cases()
 _LOCATED = re.compile(r"^(/[^:\n]+):(\d+):(\d+): ", re.MULTILINE)
 
 
-def _no_process(*args: Any, **kwargs: Any) -> Any:
-    raise AssertionError(f"a hostile manifest started a process: {args!r:.300}")
-
-
 @pytest.fixture(scope="module")
 def passed() -> Iterator[list[str]]:
     """The cases that held; one reliability record for all of them."""
@@ -216,14 +211,17 @@ def passed() -> Iterator[list[str]]:
 @pytest.fixture
 def sealed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No process can start; a parser built once (main builds one per call)."""
-    monkeypatch.setattr(subprocess.Popen, "__init__", _no_process)
-    monkeypatch.setattr(os, "system", _no_process)
-    monkeypatch.setattr(os, "posix_spawn", _no_process)
-    monkeypatch.setattr(os, "fork", _no_process)
+    seal(monkeypatch)
     monkeypatch.setattr(cli, "parser", functools.cache(cli.parser))
     monkeypatch.setenv("SHIPYARD_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("VERSION", raising=False)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def honest(sealed: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`sealed`, but git may answer questions about the repository."""
+    seal(monkeypatch, git=True)
 
 
 def _repository(root: Path, field: str, value: str) -> Path:
@@ -248,7 +246,7 @@ def _run(argv: list[str]) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-def test_the_honest_manifest_passes(tmp_path: Path, sealed: None) -> None:
+def test_the_honest_manifest_passes(tmp_path: Path, honest: None) -> None:
     """The template is valid, so each case below fails for its one hostile value."""
     manifest = _repository(tmp_path / "repo", "tag", "latest")
     assert _run(["-f", str(manifest), "check"]) == (0, "")
@@ -290,7 +288,7 @@ tomli==2.0.1 ; python_version < "3.11" {HASH}  # a trailing comment
 """
 
 
-def test_an_honest_lock_file_passes(tmp_path: Path, sealed: None) -> None:
+def test_an_honest_lock_file_passes(tmp_path: Path, honest: None) -> None:
     manifest = _repository(tmp_path / "repo", "tag", "latest")
     (manifest.parent / "locks" / "app.txt").write_text(UV_LOCK)
     assert _run(["-f", str(manifest), "check"]) == (0, "")

@@ -98,10 +98,12 @@ def test_a_no_op_hit_reads_neither_the_entry_nor_the_blobs(tmp_path: Path) -> No
     inner = Counting()
     first = CachingBuilder(inner, cache).run(action, ctx, ())
     _report(tmp_path, first.inputs, [a.to_json(tmp_path) for a in first.outputs])
-    # Without the entry and its blob the cache could restore nothing: only the
-    # checkout's own record of what is in place can answer.
-    for path in [*cache.actions.iterdir(), *cache.blobs.iterdir()]:
+    # With its entry unreadable and its blob gone the cache could restore nothing:
+    # only the checkout's own record of what is in place can answer (the entry
+    # must still exist: only a key the cache holds is a hit).
+    for path in cache.blobs.iterdir():
         path.unlink()
+    (cache.actions / f"{first.inputs}.json").write_text("not json")
     again = CachingBuilder(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert again.cached and inner.builds == 1
     assert again.outputs == first.outputs
@@ -130,3 +132,16 @@ def test_a_report_naming_files_outside_dist_is_not_trusted(tmp_path: Path) -> No
     again = CachingBuilder(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert again.cached
     assert [a.path for a in again.outputs] == [ctx.dist / "wheels" / "x.whl"]
+
+
+def test_outputs_in_place_do_not_hide_an_empty_cache(tmp_path: Path) -> None:
+    """A new cache folder (or one pruned) is filled by the next build, not skipped
+    because dist/ already holds the outputs: a registry cache behind it, too."""
+    ctx, action, cache = _setup(tmp_path)
+    inner = Counting()
+    first = CachingBuilder(inner, cache).run(action, ctx, ())
+    _report(tmp_path, first.inputs, [a.to_json(tmp_path) for a in first.outputs])
+    fresh = ActionCache(tmp_path / "other-cache")
+    again = CachingBuilder(inner, fresh).run(action, ctx, ())
+    assert not again.cached and inner.builds == 2
+    assert (fresh.actions / f"{again.inputs}.json").is_file()

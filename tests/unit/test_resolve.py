@@ -24,15 +24,19 @@ def make_wheel(
     tag: str = "py3-none-any",
     files: Mapping[str, str | bytes] | None = None,
     requires: Sequence[str] = (),
+    extras: Mapping[str, Sequence[str]] | None = None,
 ) -> Path:
-    """A valid wheel of `files` with METADATA, WHEEL and a hashed RECORD."""
+    """A valid wheel of `files` with METADATA (requirements and extras), WHEEL and a
+    hashed RECORD; the same bytes for the same arguments."""
     folder.mkdir(parents=True, exist_ok=True)
     dist_info = f"{name}-{version}.dist-info"
     contents = {k: v.encode() if isinstance(v, str) else v for k, v in (files or {}).items()}
-    contents[f"{dist_info}/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-        + "".join(f"Requires-Dist: {r}\n" for r in requires)
-    ).encode()
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    for extra, needs in (extras or {}).items():
+        meta += f"Provides-Extra: {extra}\n"
+        meta += "".join(f"Requires-Dist: {r}; extra == '{extra}'\n" for r in needs)
+    contents[f"{dist_info}/METADATA"] = meta.encode()
     purelib = "true" if tag.endswith("-none-any") else "false"
     contents[f"{dist_info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: {purelib}\nTag: {tag}\n"
@@ -46,7 +50,7 @@ def make_wheel(
     wheel = folder / f"{name}-{version}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for path, data in contents.items():
-            archive.writestr(path, data)
+            archive.writestr(zipfile.ZipInfo(path, (2020, 1, 1, 0, 0, 0)), data)
     return wheel
 
 

@@ -169,11 +169,10 @@ def test_options_come_from_the_action_with_defaults() -> None:
     assert options_for(bare) == ZipappOptions(entrypoint="")
     wired = SimpleNamespace(
         entrypoint="x.cli:main",
-        requirements="locks/x.txt",
         zipapp=SimpleNamespace(shebang="/usr/bin/python3.11", compress=False, compile=True),
     )
     assert options_for(cast(Action, wired)) == ZipappOptions(
-        "x.cli:main", "/usr/bin/python3.11", False, True, Path("locks/x.txt")
+        "x.cli:main", "/usr/bin/python3.11", False, True
     )
 
 
@@ -280,8 +279,9 @@ def test_the_key_follows_the_lock_file_bytes_not_its_path(tmp_path: Path) -> Non
         (tmp_path / folder / "lock.txt").write_text("helper==2.0 --hash=sha256:" + "0" * 64)
 
     def key(lock: str) -> str:
-        builder = ZipappBuilder(lambda a: ZipappOptions("app:main", requirements=Path(lock)))
-        return _key(builder, _action("linux/amd64"), ctx, (wheel,))
+        builder = ZipappBuilder(lambda a: ZipappOptions("app:main"))
+        action = dataclasses.replace(_action("linux/amd64"), requirements=Path(lock))
+        return _key(builder, action, ctx, (wheel,))
 
     assert key("a/lock.txt") == key(str(tmp_path / "b" / "lock.txt"))
     (tmp_path / "b" / "lock.txt").write_text("helper==2.1 --hash=sha256:" + "1" * 64)

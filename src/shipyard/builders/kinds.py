@@ -8,17 +8,19 @@ modules: the keys are computed here, from light modules only.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard import __version__
 from shipyard.artifacts import Artifact, select
+from shipyard.builders.locks import lock_inputs
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import ActionKey, Inputs, Value
 from shipyard.engine.plan import Action
 from shipyard.engine.sources import tree_hash
-from shipyard.errors import UsageError
+from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.keys import GZIP_LEVEL, base_fingerprint
 
@@ -32,6 +34,7 @@ __all__ = [
     "dockerfile_inputs",
     "dockerfile_path",
     "image_settings",
+    "own_wheels",
     "source_url",
     "stamp_inputs",
     "wheel_digests",
@@ -99,6 +102,29 @@ def wheel_digests(deps: tuple[Artifact, ...]) -> list[str]:
     return sorted(a.sha256 for a in select(deps, kind="wheel"))
 
 
+def own_wheels(action: Action, deps: tuple[Artifact, ...]) -> list[Artifact]:
+    """The wheels an action installs, the binary's own first, then its in-repository
+    libraries'. The own one is the wheel of `action.project`; without a project
+    there must be exactly one wheel. ShipyardError otherwise."""
+    wheels = list(select(deps, kind="wheel"))
+    if not action.project:
+        if len(wheels) != 1:
+            raise ShipyardError(
+                f"expected the wheel of {action.source} among the inputs, got {len(wheels)}"
+            )
+        return wheels
+    own = [w for w in wheels if w.metadata.wheel and _key(w.metadata.wheel.name) == action.project]
+    if len(own) != 1:
+        raise ShipyardError(
+            f"expected one wheel of project {action.project} among the inputs, got {len(own)}"
+        )
+    return own + [w for w in wheels if w is not own[0]]
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def stamp_inputs(ctx: BuildContext) -> dict[str, Value]:
     """The build stamp as key inputs: version, revision, dirty flag and clock."""
     stamp = ctx.stamp
@@ -136,6 +162,7 @@ def daemonless_inputs(
         "entrypoint": action.entrypoint,
         "settings": _settings(settings),
         "base": base_fingerprint(settings.base or "", ctx.root),
+        "lock": lock_inputs(action, ctx),
         "python": ctx.python,
         "stamp": stamp_inputs(ctx),
         "source_url": source_url(action, ctx),

@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from shipyard._fs import TEMP_PREFIX
 from shipyard.engine.proc import run_logged
 from shipyard.errors import BuildError
 
-__all__ = ["NATIVE", "PLATFORM_ARCH", "Distribution", "Resolution", "resolve"]
+__all__ = ["NATIVE", "PLATFORM_ARCH", "Distribution", "Resolution", "resolve", "uv_binary"]
 
 # OCI platform -> the machine name in wheel platform tags.
 PLATFORM_ARCH = {
@@ -78,7 +78,8 @@ def _find_uv() -> str | None:
     return find_uv_bin()
 
 
-def _uv() -> str | None:
+def uv_binary() -> str | None:
+    """The uv executable (the `uv` package's, else on PATH), or None."""
     # Once, under a lock: find_uv_bin reads sysconfig, whose first use is not
     # thread-safe (a racing thread sees its variables half filled in).
     with _UV_LOCK:
@@ -92,7 +93,7 @@ def _pip_platforms(arch: str) -> list[str]:
 
 
 def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[str]:
-    uv = _uv()
+    uv = uv_binary()
     if uv and platform in _UV_PLATFORMS:
         return [
             *(uv, "pip", "install", "--target", str(dest), "--no-progress"),
@@ -107,12 +108,15 @@ def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[st
     ]
 
 
-def _wheel_requirement(wheel: Path, folder: Path) -> Path:
-    """A requirements file naming the wheel by path and hash, for --require-hashes mode."""
-    name = wheel.name.split("-", 1)[0]
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    path = folder / "wheel.txt"
-    path.write_text(f"{name} @ {wheel.resolve().as_uri()} --hash=sha256:{digest}\n")
+def _wheel_requirements(wheels: Sequence[Path], folder: Path) -> Path:
+    """A requirements file naming each wheel by path and hash, for --require-hashes mode."""
+    lines = []
+    for wheel in wheels:
+        name = wheel.name.split("-", 1)[0]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        lines.append(f"{name} @ {wheel.resolve().as_uri()} --hash=sha256:{digest}\n")
+    path = folder / "wheels.txt"
+    path.write_text("".join(lines))
     return path
 
 
@@ -180,7 +184,7 @@ def _failure(log: Path, start: int, platform: str, python: str) -> str:
 
 
 def resolve(
-    wheel: Path,
+    wheels: Path | Sequence[Path],
     platform: str,
     python: str,
     dest: Path,
@@ -189,12 +193,16 @@ def resolve(
     log: Path,
     requirements: Path | None = None,
 ) -> Resolution:
-    """Install `wheel` and its dependencies for `platform` into the folder `dest`.
+    """Install `wheels` and their dependencies for `platform` into the folder `dest`.
 
-    Only binary wheels are accepted, so nothing is compiled for the wrong machine. With
-    `requirements` (a lock file with hashes) every download is checked against it and
-    a dependency missing from it fails the install.
+    The first wheel is the binary's own; the others are the in-repository libraries
+    it needs, installed from those files and never from an index copy of the same
+    name. Only binary wheels are accepted, so nothing is compiled for the wrong
+    machine. With `requirements` (a lock file with hashes) every download is
+    checked against it and a dependency missing from it fails the install.
     """
+    wheels = [wheels] if isinstance(wheels, Path) else list(wheels)
+    wheel = wheels[0]
     if platform not in PLATFORM_ARCH:
         raise BuildError(f"resolve:{platform}", f"unknown platform {platform}")
     action = f"resolve:{wheel.name}:{platform}"
@@ -202,9 +210,9 @@ def resolve(
     log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "resolve-", dir=dest.parent) as tmp:
         if requirements is None:
-            reqs = [str(wheel)]
+            reqs = [str(w) for w in wheels]
         else:
-            pinned = _wheel_requirement(wheel, Path(tmp))
+            pinned = _wheel_requirements(wheels, Path(tmp))
             reqs = ["--require-hashes", "-r", str(requirements), "-r", str(pinned)]
         command = _command(platform, python, dest, reqs)
         with log.open("ab") as handle:

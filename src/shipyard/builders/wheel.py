@@ -168,7 +168,7 @@ class WheelBuilder:
         from zipfile import BadZipFile
 
         ctx.logs.mkdir(parents=True, exist_ok=True)
-        log = action_log(ctx.dist, self.kind, action.binaries)
+        log = action_log(ctx.dist, self.kind, action.names)
         command = [sys.executable, "-m", "build", "--wheel"]
         if shutil.which("uv") or _has_module("uv"):
             command += ["--installer", "uv"]

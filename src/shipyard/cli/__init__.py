@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from shipyard import __version__
 from shipyard.engine.cache.local import default_cache_dir
-from shipyard.engine.plan import Selection, make_plan, split_flag
+from shipyard.engine.plan import Plan, Selection, split_flag
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import find_manifest, load_manifest
 
 if TYPE_CHECKING:
-    from shipyard.engine.plan import Plan
     from shipyard.manifest import Manifest
+    from shipyard.stamp import Stamp
 
 # Each command imports what it needs when it runs: `check`, `plan`, `schema` and
 # `--version` never load the builders, oci, the HTTP clients or the release stages
@@ -51,6 +51,11 @@ def _selection() -> argparse.ArgumentParser:
         ("--platform", "OS/ARCH", "e.g. linux/arm64"),
     ):
         sel.add_argument(flag, action="append", metavar=meta, help=text + "; repeatable, a,b ok")
+    sel.add_argument(
+        "--since",
+        metavar="REF",
+        help="only the binaries whose inputs changed since the git REF (see `affected`)",
+    )
     sel.add_argument("--json", action="store_true", help="print JSON for machines")
     sel.add_argument(
         "--version",
@@ -113,6 +118,11 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--clean", action="store_true", help="replace dist/release/<version>")
     release.add_argument("--index-url", help="package index upload URL ($SHIPYARD_INDEX_URL)")
     release.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
+    sub.add_parser(
+        "affected",
+        parents=[_common(), _selection()],
+        help="list the binaries whose inputs changed since --since=REF, and why",
+    )
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
     return top
@@ -127,14 +137,56 @@ def _manifest(args: argparse.Namespace, *, cached: bool = False) -> Manifest:
     return load_manifest(path, cache_dir=cache_dir if use_cache else None)
 
 
-def _plan(args: argparse.Namespace, manifest: Manifest) -> Plan:
-    selection = Selection(
+def _selected(args: argparse.Namespace) -> Selection:
+    return Selection(
         targets=split_flag(args.target),
         binaries=split_flag(args.binary),
         outputs=split_flag(args.output),
         platforms=split_flag(args.platform),
     )
-    return make_plan(manifest, selection)
+
+
+def _plan(args: argparse.Namespace, manifest: Manifest) -> Plan:
+    from shipyard.engine.planning import plan_for
+
+    return plan_for(manifest, _selected(args), since=getattr(args, "since", None), env=os.environ)
+
+
+def _affected(args: argparse.Namespace) -> int:
+    from shipyard.engine.affected import affected
+    from shipyard.engine.plan import make_plan
+    from shipyard.engine.planning import read_workspace
+
+    if not args.since:
+        raise UsageError("affected needs --since=REF (a git commit, branch or tag to compare with)")
+    manifest = _manifest(args, cached=True)
+    workspace = read_workspace(manifest)
+    selected = make_plan(manifest, _selected(args), workspace=workspace).binary_names
+    found = affected(manifest, workspace, args.since, selected, env=os.environ)
+    if args.json:
+        report = {
+            "since": args.since,
+            "binaries": [a.binary for a in found],
+            "affected": [a.to_json() for a in found],
+        }
+        print(json.dumps(report, indent=2))
+        return 0
+    for item in found:
+        shown = [str(r) for r in item.reasons[:3]]
+        more = len(item.reasons) - len(shown)
+        print(f"{item.binary}: {'; '.join(shown)}" + (f"; and {more} more" if more else ""))
+    if not found:
+        print(f"nothing affected since {args.since}", file=sys.stderr)
+    return 0
+
+
+def _nothing_since(args: argparse.Namespace, plan: Plan) -> bool:
+    """With --since and nothing affected: say so; the command succeeds doing nothing
+    (and leaves dist/ and its report as they are)."""
+    if not getattr(args, "since", None) or plan.binaries:
+        return False
+    print(f"nothing affected since {args.since}", file=sys.stderr)
+    return True
 
 
 def _print_plan(plan: Plan, as_json: bool) -> None:
@@ -153,6 +205,8 @@ def _print_plan(plan: Plan, as_json: bool) -> None:
 def _build(args: argparse.Namespace) -> int:
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
+    if _nothing_since(args, plan):
+        return 0
     if args.dry_run:
         _print_plan(plan, args.json)
         return 0
@@ -169,6 +223,7 @@ def _build(args: argparse.Namespace) -> int:
 
     git = GitIgnored(manifest.root).prefetch()  # git answers while the stamp is read
     stamp = read_stamp(manifest.root, manifest.project.version, os.environ, args.release_version)
+    stamps = _stamps(manifest, plan, stamp, args.release_version)
     options = BuildOptions(
         jobs=args.jobs,
         keep_going=args.keep_going,
@@ -189,7 +244,7 @@ def _build(args: argparse.Namespace) -> int:
     for skip in plan.skips:
         print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
     try:
-        run = execute(plan, stamp, BUILDERS, options, on_event=display, git=git)
+        run = execute(plan, stamp, BUILDERS, options, on_event=display, git=git, stamps=stamps)
     finally:
         display.close()
     if args.json:
@@ -199,6 +254,23 @@ def _build(args: argparse.Namespace) -> int:
     for result in run.failed:
         print(f"shipyard: {result.reason}", file=sys.stderr)
     return run.exit_code
+
+
+def _stamps(manifest: Manifest, plan: Plan, stamp: Stamp, override: str | None) -> dict[str, Stamp]:
+    """Per-action stamps: each binary's revision and clock from the last commit that
+    changed its own inputs, and with `version: git` its version too. A version given
+    (--version, $VERSION or a literal project.version) stays one version for all."""
+    from shipyard.engine.plan import version_inputs
+    from shipyard.stamp import choose_version, input_stamps
+
+    versioned = choose_version(manifest.project.version, os.environ, override)[0] == "git"
+    by_action = version_inputs(plan)
+    groups = {repr(i): i for i in by_action.values()}
+    from shipyard.dist import dist_dir, stamps_file
+
+    memo = stamps_file(dist_dir(manifest.root))
+    found = input_stamps(manifest.root, stamp, groups, os.environ, versioned=versioned, memo=memo)
+    return {action: found[repr(i)] for action, i in by_action.items()}
 
 
 def _size(text: str) -> int:
@@ -234,6 +306,8 @@ def _push(args: argparse.Namespace) -> int:
 
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
+    if _nothing_since(args, plan):
+        return 0
     publisher = Publisher(on_step=lambda line: print(line, file=sys.stderr))
     dist = dist_dir(manifest.root)
     built = read_artifacts(report_file(dist), manifest.root) or ()
@@ -271,19 +345,21 @@ def _release(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         cache_dir=default_cache_dir(args.cache_dir, os.environ),
     )
-    selection = Selection(
-        targets=split_flag(args.target),
-        binaries=split_flag(args.binary),
-        outputs=split_flag(args.output),
-        platforms=split_flag(args.platform),
-    )
+    if args.since and not args.snapshot:
+        raise UsageError(
+            f"--since={args.since}: a release ships every selected binary at one version; "
+            "use --since with release --snapshot, or select with --target/--binary"
+        )
     ctx = prepare_release(
         path,
         options,
-        selection=selection,
+        selection=_selected(args),
+        since=args.since,
         index=index_from_env(os.environ, args.index_url),
         on_step=lambda line: print(line, file=sys.stderr),
     )
+    if _nothing_since(args, ctx.plan):
+        return 0
     release(
         ctx,
         on_result=lambda r: print(
@@ -301,10 +377,19 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "check":
+        from shipyard.engine.planning import read_workspace
+
         manifest = _manifest(args)
+        workspace = read_workspace(manifest)
         groups = ", ".join(sorted(manifest.groups))
-        print(f"{manifest.path}: ok, {len(manifest.binaries)} binaries; groups: {groups}")
+        lock = "; uv.lock up to date" if workspace.lock is not None else ""
+        print(
+            f"{manifest.path}: ok, {len(manifest.binaries)} binaries, "
+            f"{len(workspace.projects)} projects{lock}; groups: {groups}"
+        )
         return 0
+    if args.command == "affected":
+        return _affected(args)
     if args.command == "plan":
         _print_plan(_plan(args, _manifest(args, cached=True)), args.json)
         return 0

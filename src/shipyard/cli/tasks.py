@@ -196,5 +196,6 @@ check = CommandTask("check")
 clean = CommandTask("clean")
 push = CommandTask("push")
 release = CommandTask("release")
+affected = CommandTask("affected")
 
-ns = Collection(build, plan, check, clean, push, release)
+ns = Collection(build, plan, check, clean, push, release, affected)

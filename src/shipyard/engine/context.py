@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from shipyard.artifacts import Artifact
 from shipyard.dist import logs_dir
@@ -24,6 +24,9 @@ from shipyard.engine.plan import Action
 from shipyard.engine.sources import GitIgnored
 from shipyard.engine.statcache import StatMemo
 from shipyard.stamp import Stamp
+
+if TYPE_CHECKING:
+    from shipyard.workspace import Workspace
 
 __all__ = ["BuildContext", "Builder", "Outcome", "Slots", "map_parts"]
 
@@ -107,6 +110,17 @@ class BuildContext:
     env: Mapping[str, str]
     git: GitIgnored | None = field(default=None, compare=False)
     digests: StatMemo | None = field(default=None, compare=False)
+    # The repository's projects and uv.lock (shipyard.workspace), when the plan used them.
+    workspace: Workspace | None = field(default=None, compare=False)
+    # Per-action stamps by action id (version: git follows each binary's own inputs);
+    # the engine hands each builder a context whose `stamp` is its action's.
+    stamps: Mapping[str, Stamp] = field(default_factory=dict, compare=False)
+
+    def for_action(self, action: Action) -> BuildContext:
+        """This context with `stamp` set to the action's own, when it has one."""
+        own = self.stamps.get(action.id)
+        return self if own is None or own == self.stamp else replace(self, stamp=own)
+
     slots: Slots | None = field(default=None, compare=False)
 
     @property

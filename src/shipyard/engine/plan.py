@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard.errors import UsageError
 from shipyard.manifest import (
@@ -20,8 +22,22 @@ from shipyard.manifest import (
     Zipapp,
     did_you_mean,
 )
+from shipyard.stamp import Inputs
 
-__all__ = ["Action", "Plan", "Selection", "Skip", "host_os", "make_plan", "shard", "split_flag"]
+if TYPE_CHECKING:
+    from shipyard.workspace import Workspace
+
+__all__ = [
+    "Action",
+    "Plan",
+    "Selection",
+    "Skip",
+    "host_os",
+    "make_plan",
+    "shard",
+    "split_flag",
+    "version_inputs",
+]
 
 
 def host_os() -> str:
@@ -65,17 +81,26 @@ class Action:
     source: Path
     platforms: tuple[str, ...] = ()
     deps: tuple[str, ...] = ()
-    # Other binaries' sources inside this one (say, examples under the repository
-    # root): separate projects, so their files are not this action's inputs.
+    # Other binaries' sources and projects inside this one (say, examples under the
+    # repository root): separate projects, so their files are not this action's
+    # inputs; nor are the repository's binaries.yaml and uv.lock (see `make_plan`).
     nested: tuple[Path, ...] = ()
     entrypoint: str = ""  # module:function (zipapps and images)
     image: Image | None = None  # the binary's merged image settings (images)
     zipapp: Zipapp | None = None  # the binary's merged zipapp settings (zipapps)
     requirements: Path | None = None  # a hash-pinned lock file to install from
+    # The normalised name of the binary's own project (its pyproject.toml), when known:
+    # which wheel among the deps is the binary's, and its slice of uv.lock.
+    project: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """What names the action's log: its binaries, or its project (a library's wheel)."""
+        return self.binaries or (self.project,)
 
     def to_json(self, root: Path) -> dict[str, object]:
         """A JSON-ready view with repository-relative paths."""
-        return {
+        out: dict[str, object] = {
             "id": self.id,
             "kind": self.kind,
             "binaries": list(self.binaries),
@@ -83,6 +108,9 @@ class Action:
             "platforms": list(self.platforms),
             "deps": list(self.deps),
         }
+        if self.project:
+            out["project"] = self.project
+        return out
 
 
 @dataclass(frozen=True)
@@ -93,6 +121,13 @@ class Plan:
     binaries: tuple[Binary, ...]
     actions: tuple[Action, ...]
     skips: tuple[Skip, ...] = field(default=())
+    # The repository's projects and uv.lock the plan was made with (None: not read).
+    workspace: Workspace | None = field(default=None, compare=False)
+
+    @property
+    def binary_names(self) -> tuple[str, ...]:
+        """The names of the binaries the plan builds."""
+        return tuple(b.name for b in self.binaries)
 
     def to_json(self) -> dict[str, object]:
         """The plan as printed by `shipyard plan --json`."""
@@ -128,11 +163,15 @@ def _select(manifest: Manifest, selection: Selection) -> tuple[Binary, ...]:
 
 
 class _Sources:
-    """Every binary's source, for finding the sources nested inside one in O(log n)."""
+    """Every binary's source and every project's folder, for finding those nested
+    inside one source in O(log n)."""
 
-    def __init__(self, manifest: Manifest) -> None:
+    def __init__(self, manifest: Manifest, workspace: Workspace | None = None) -> None:
+        folders = {b.source.parts for b in manifest.binaries.values()}
+        if workspace is not None:
+            folders.update(p.root.parts for p in workspace.projects.values())
         # Sorted by path parts, a source's descendants follow it contiguously.
-        self.parts = sorted({b.source.parts for b in manifest.binaries.values()})
+        self.parts = sorted(folders)
 
     def nested(self, source: Path) -> tuple[Path, ...]:
         """The other sources strictly inside `source`, sorted."""
@@ -146,11 +185,18 @@ class _Sources:
         return tuple(sorted(inside))
 
 
-def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = None) -> Plan:
+def make_plan(
+    manifest: Manifest,
+    selection: Selection,
+    this_os: str | None = None,
+    workspace: Workspace | None = None,
+) -> Plan:
     """Expand a selection into the deduplicated action graph.
 
     One wheel per distinct source; a zipapp per binary over its platforms; an
-    image per binary. Each depends on the wheel of its source.
+    image per binary. Each depends on the wheel of its source and, with a
+    `workspace`, on the wheel of every in-repository library its project needs
+    (one wheel action per library, shared by every binary that needs it).
     """
     this_os = this_os or host_os()
     skips: list[Skip] = []
@@ -167,7 +213,35 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
             chosen.append(binary)
     actions: dict[str, Action] = {}
     wheel_of: dict[Path, str] = {}
-    sources = _Sources(manifest)
+    wanted: set[str] = set()
+    sources = _Sources(manifest, workspace)
+
+    def shared_files(source: Path) -> tuple[Path, ...]:
+        # The manifest and the lock are every binary's inputs through its entry and
+        # its slice (keys, `affected`), not through the source that happens to hold them.
+        files = (manifest.path, manifest.root / "uv.lock")
+        return tuple(f for f in files if f.parent == source)
+
+    def wheel(source: Path, binary: str | None, project: str) -> str:
+        """The wheel action of `source`, made or joined by `binary` (None: a library)."""
+        wheel_id = wheel_of.get(source)
+        if wheel_id is None:
+            wheel_id = f"wheel:{source.relative_to(manifest.root)}"
+            wheel_of[source] = wheel_id
+            actions[wheel_id] = Action(
+                wheel_id,
+                "wheel",
+                (binary,) if binary else (),
+                source,
+                nested=sources.nested(source) + shared_files(source),
+                project=project,
+            )
+        elif binary and binary not in actions[wheel_id].binaries:
+            previous = actions[wheel_id]
+            binaries = (*previous.binaries, binary)
+            actions[wheel_id] = dataclasses.replace(previous, binaries=binaries)
+        return wheel_id
+
     for binary in chosen:
         outputs = [o for o in binary.outputs if not selection.outputs or o in selection.outputs]
         platforms = tuple(
@@ -175,47 +249,64 @@ def make_plan(manifest: Manifest, selection: Selection, this_os: str | None = No
         )
         if not outputs:
             continue
+        project = workspace.project_at(binary.source) if workspace is not None else None
+        key = project.key if project is not None else ""
         # Every output kind starts from the wheel of the binary's source.
-        wheel_id = wheel_of.get(binary.source)
-        if wheel_id is None:
-            rel = binary.source.relative_to(manifest.root)
-            wheel_id = f"wheel:{rel}"
-            wheel_of[binary.source] = wheel_id
-            actions[wheel_id] = Action(
-                wheel_id,
-                "wheel",
+        wheel_id = wheel(binary.source, binary.name, key)
+        runnable = [k for k in ("zipapp", "image") if k in outputs and platforms]
+        libraries: tuple[str, ...] = ()
+        if (runnable or "wheel" in outputs) and workspace is not None and project is not None:
+            # Zipapps and images install these; a wheel output comes with them, so
+            # `pip install dist/wheels/*.whl` finds every in-repo requirement.
+            libraries = tuple(wheel(lib.root, None, lib.key) for lib in workspace.closure(key))
+        for kind in runnable:
+            action_id = f"{kind}:{binary.name}"
+            actions[action_id] = Action(
+                action_id,
+                kind,
                 (binary.name,),
                 binary.source,
-                nested=sources.nested(binary.source),
+                platforms,
+                (wheel_id, *libraries),
+                entrypoint=binary.entrypoint,
+                image=binary.image if kind == "image" else None,
+                zipapp=binary.zipapp if kind == "zipapp" else None,
+                requirements=binary.requirements,
+                project=key,
             )
-        else:
-            previous = actions[wheel_id]
-            actions[wheel_id] = Action(
-                wheel_id,
-                "wheel",
-                (*previous.binaries, binary.name),
-                binary.source,
-                nested=previous.nested,
-            )
-        for kind in ("zipapp", "image"):
-            if kind in outputs and platforms:
-                action_id = f"{kind}:{binary.name}"
-                actions[action_id] = Action(
-                    action_id,
-                    kind,
-                    (binary.name,),
-                    binary.source,
-                    platforms,
-                    (wheel_id,),
-                    entrypoint=binary.entrypoint,
-                    image=binary.image if kind == "image" else None,
-                    zipapp=binary.zipapp if kind == "zipapp" else None,
-                    requirements=binary.requirements,
-                )
-        if "wheel" not in outputs and not any(a.deps == (wheel_id,) for a in actions.values()):
-            del actions[wheel_id]
-    ordered = sorted(actions.values(), key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id))
-    return Plan(manifest, tuple(chosen), tuple(ordered), tuple(skips))
+        if "wheel" in outputs:
+            wanted.update((wheel_id, *libraries))
+    # A wheel stays when a binary asked for it or another action needs it.
+    wanted.update(d for a in actions.values() for d in a.deps)
+    kept = [a for a in actions.values() if a.kind != "wheel" or a.id in wanted]
+    ordered = sorted(kept, key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id))
+    return Plan(manifest, tuple(chosen), tuple(ordered), tuple(skips), workspace)
+
+
+def version_inputs(plan: Plan) -> dict[str, Inputs]:
+    """Each action's versioned inputs: its source and the folders of the in-repository
+    libraries its project needs (transitively), without the other binaries' and
+    projects' folders nested in them. A binary's wheel, zipapp and image share one
+    set, and so one version.
+    """
+    root = plan.manifest.root
+    by_id = {a.id: a for a in plan.actions}
+    workspace = plan.workspace
+
+    def rel(path: Path) -> str:
+        text = path.relative_to(root).as_posix()
+        return "" if text == "." else text
+
+    found: dict[str, Inputs] = {}
+    for action in plan.actions:
+        own = by_id.get(action.deps[0], action) if action.deps else action
+        folders = [action.source]
+        if workspace is not None and action.project in workspace.projects:
+            folders += [lib.root for lib in workspace.closure(action.project)]
+        include = tuple(dict.fromkeys(rel(f) for f in folders))
+        exclude = tuple(e for e in (rel(n) for n in own.nested) if e not in include)
+        found[action.id] = Inputs(include, exclude)
+    return found
 
 
 def shard(plan: Plan, index: int, count: int) -> Plan:
@@ -241,4 +332,4 @@ def shard(plan: Plan, index: int, count: int) -> Plan:
             wanted.add(action_id)
             stack.extend(by_id[action_id].deps)
     kept = tuple(a for a in plan.actions if a.id in wanted)
-    return Plan(plan.manifest, plan.binaries, kept, plan.skips)
+    return Plan(plan.manifest, plan.binaries, kept, plan.skips, plan.workspace)

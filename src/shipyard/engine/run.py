@@ -72,6 +72,7 @@ def execute(
     env: Mapping[str, str] | None = None,
     on_event: Callable[[Event], None] = lambda _: None,
     git: GitIgnored | None = None,
+    stamps: Mapping[str, Stamp] | None = None,
 ) -> BuildRun:
     """Build `plan` into <root>/dist.
 
@@ -79,6 +80,7 @@ def execute(
     turns; sweeps temporaries a killed build left. On KeyboardInterrupt the engine
     ends the running subprocesses, and their builders remove their temporaries.
     `git` shares what git ignores (see GitIgnored.prefetch).
+    `stamps` are per-action stamps by action id (see `BuildContext.stamps`).
     """
     root = plan.manifest.root
     dist = dist_dir(root)
@@ -96,6 +98,8 @@ def execute(
         build_env,
         git=git or GitIgnored(root),
         digests=digests,
+        workspace=plan.workspace,
+        stamps=dict(stamps or {}),
     )
     chosen: dict[str, Builder | Wrapped] = dict(builders)
     if options.cache_dir is not None:

@@ -70,7 +70,7 @@ def _run_one(
     start = time.monotonic()
     worker = threading.get_ident()
     try:
-        outcome = runner.run(action, ctx, deps)
+        outcome = runner.run(action, ctx.for_action(action), deps)
     except BuildError as exc:
         cause = exc.__cause__
         code = cause.exit_code if isinstance(cause, ShipyardError) else exc.exit_code

@@ -212,11 +212,11 @@ def _source_names(
     both paths resolved, `source` inside `top`."""
     ignored = _git_ignored(source) if git is None else git.under(source)
     skip = set(ignored or ())
-    nested = [folder.resolve() for folder in exclude]
+    nested = [path.resolve() for path in exclude]
     skip.update(
-        f"{folder.relative_to(source).as_posix()}/"
-        for folder in nested
-        if folder.is_relative_to(source) and folder != source
+        path.relative_to(source).as_posix() + ("" if path.is_file() else "/")
+        for path in nested
+        if path.is_relative_to(source) and path != source
     )
     where = str(source)
     return sorted(_walk(where, "", top, frozenset(skip), ignored is not None, (where,)))

@@ -45,7 +45,7 @@ class OutputCache(Protocol):
 
 
 def _log(action: Action, ctx: BuildContext) -> Path | None:
-    path = action_log(ctx.dist, action.kind, action.binaries)
+    path = action_log(ctx.dist, action.kind, action.names)
     return path if path.is_file() else None
 
 
@@ -99,7 +99,7 @@ class Wrapped:
                         action.id,
                     )
             # A log left by an earlier build would be named in this build's failure.
-            action_log(ctx.dist, action.kind, action.binaries).unlink(missing_ok=True)
+            action_log(ctx.dist, action.kind, action.names).unlink(missing_ok=True)
             outputs = self.inner.build(action, ctx, deps, key)
             if self.cache is not None:
                 self.cache.store(key.digest, outputs, ctx.root)

@@ -54,8 +54,9 @@ class Build:
             )
 
 
-def check_wheel(path: Path, version: str) -> None:
-    """Check a wheel's METADATA as `twine check` would, and that it carries `version`."""
+def check_wheel(path: Path, version: str | None) -> None:
+    """Check a wheel's METADATA as `twine check` would, and that it carries `version`
+    (None: any; an in-repo library keeps its own)."""
     name, wheel_version, _, _ = parse_wheel_filename(path.name)
     with zipfile.ZipFile(path) as archive:
         meta_name = next(
@@ -72,7 +73,7 @@ def check_wheel(path: Path, version: str) -> None:
         raise BuildError(
             f"wheel {path.name}", f"METADATA says {meta.name} {meta.version}; the file name differs"
         )
-    if meta.version != Version(version):
+    if version is not None and meta.version != Version(version):
         raise BuildError(f"wheel {path.name}", f"has version {meta.version}, release is {version}")
 
 
@@ -156,8 +157,11 @@ class Validate:
     def run(self, ctx: ReleaseContext) -> None:
         """Raise BuildError naming the first artifact that fails."""
         built = artifacts(ctx)
-        for artifact in select(built, kind="wheel"):
-            check_wheel(artifact.path, ctx.stamp.version)
+        for result in ctx.build.results if ctx.build else ():
+            # A binary's wheel carries the release's version; a library's its own.
+            version = ctx.stamp.version if result.action.binaries else None
+            for artifact in select(result.outputs, kind="wheel"):
+                check_wheel(artifact.path, version)
         for artifact in select(built, kind="zipapp"):
             name = artifact.binary
             smoke = ctx.binary(name).smoke

@@ -90,6 +90,19 @@ class ReleaseContext:
         """The selected binary called `name`."""
         return next(b for b in self.plan.binaries if b.name == name)
 
+    def libraries(self) -> frozenset[str]:
+        """The in-repo libraries (project keys) the released wheels require: released
+        with them, so what the index serves installs."""
+        workspace = self.plan.workspace
+        if workspace is None:
+            return frozenset()
+        needed: set[str] = set()
+        for binary in self.plan.binaries:
+            project = workspace.project_at(binary.source) if "wheel" in binary.outputs else None
+            if project is not None:
+                needed.update(lib.key for lib in workspace.closure(project.key))
+        return frozenset(needed)
+
     def image_binaries(self) -> tuple[Binary, ...]:
         """The selected binaries that have an image output."""
         return tuple(b for b in self.plan.binaries if "image" in b.outputs)

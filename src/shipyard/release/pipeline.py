@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shipyard.builders import BUILDERS
-from shipyard.engine.plan import Selection, make_plan
+from shipyard.engine.plan import Selection
+from shipyard.engine.planning import plan_for
 from shipyard.engine.scheduler import Builder
 from shipyard.manifest import load_manifest
 from shipyard.oci.remote.push import default_registry
@@ -77,6 +78,7 @@ def prepare_release(
     options: ReleaseOptions,
     *,
     selection: Selection | None = None,
+    since: str | None = None,
     env: Mapping[str, str] | None = None,
     builders: Mapping[str, Builder] = BUILDERS,
     registry_for: Callable[[str], Registry] | None = None,
@@ -100,7 +102,7 @@ def prepare_release(
         snapshot=options.snapshot,
         check=False,  # preflight checks it, so a bad one fails there like other problems
     )
-    plan = make_plan(manifest, selection or Selection())
+    plan = plan_for(manifest, selection or Selection(), since=since, env=environ)
     return ReleaseContext(
         manifest=manifest,
         plan=plan,

@@ -105,11 +105,16 @@ class StageRelease:
         wheel_of: dict[str, Artifact] = {}
         released: list[Artifact] = []
         declared = {b.name for b in ctx.plan.binaries if "wheel" in b.outputs}
+        libraries = ctx.libraries()
         for result in ctx.build.results if ctx.build else ():
+            action = result.action
             for art in select(result.outputs, kind="wheel"):
-                wheel_of.update(dict.fromkeys(result.action.binaries, art))
-                # Wheels built only as inputs of zipapps and images are not released.
-                if declared & set(result.action.binaries):
+                wheel_of.update(dict.fromkeys(action.binaries, art))
+                # Wheels built only as inputs of zipapps and images are not released;
+                # the libraries a released wheel requires are.
+                if declared & set(action.binaries) or (
+                    not action.binaries and action.project in libraries
+                ):
                     released.append(art)
         for art in released:
             rel = staged_path("wheel", art.path.name)

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from shipyard import __version__
 from shipyard._fs import sha256_file
-from shipyard.artifacts import ANY, Artifact, Distribution, Installed, Metadata, select
-from shipyard.builders.kinds import stamp_inputs, wheel_digests
+from shipyard.artifacts import ANY, Artifact, Distribution, Installed, Metadata
+from shipyard.builders.kinds import own_wheels, stamp_inputs, wheel_digests
+from shipyard.builders.locks import lock_inputs, requirements_for
 from shipyard.builders.wheel import build_env, build_info
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.dist import action_log, platform_log, temp_prefix, zipapp_file
@@ -58,6 +59,8 @@ _LEVEL = 4
 @cache
 def _boot_source() -> bytes:
     """The bootstrap's source, read as package data so it works from an archive too."""
+    # pkgutil asks the package's loader, so this works from a zipapp too, and it
+    # loads faster than importlib.resources (every no-op build hashes this file).
     data = pkgutil.get_data(__name__, "_boot.py")
     if data is None:
         raise ShipyardError(f"{__name__} has no _boot.py: a damaged installation")
@@ -72,20 +75,18 @@ class ZipappOptions:
     shebang: str = DEFAULT_SHEBANG
     compress: bool = True
     compile: bool = False
-    requirements: Path | None = None
 
 
 def options_for(action: Action) -> ZipappOptions:
-    """The options an action carries: `entrypoint`, `requirements` and `zipapp` settings."""
+    """The options an action carries: `entrypoint` and `zipapp` settings (its lock is
+    the action's, see `shipyard.builders.locks`)."""
     # Read with defaults, so this works before and after Action grows these fields.
     settings = getattr(action, "zipapp", None)
-    requirements = getattr(action, "requirements", None)
     return ZipappOptions(
         entrypoint=str(getattr(action, "entrypoint", "")),
         shebang=str(getattr(settings, "shebang", DEFAULT_SHEBANG)),
         compress=bool(getattr(settings, "compress", True)),
         compile=bool(getattr(settings, "compile", False)),
-        requirements=Path(requirements) if requirements else None,
     )
 
 
@@ -229,16 +230,9 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     return [*entries, Entry(boot.BUILD_INFO, human), Entry(boot.BOOT_DATA, marshal.dumps(index, 2))]
 
 
-def _lock(opts: ZipappOptions, ctx: BuildContext) -> Path | None:
-    lock = opts.requirements
-    return ctx.root / lock if lock is not None and not lock.is_absolute() else lock
-
-
-def _check(action: Action, ctx: BuildContext, opts: ZipappOptions, wheels: list[Artifact]) -> None:
+def _check(action: Action, ctx: BuildContext, opts: ZipappOptions) -> None:
     binary, running = action.binaries[0], "{}.{}".format(*sys.version_info[:2])
-    if len(wheels) != 1:
-        problem = f"expected the wheel of {action.source} among the inputs, got {len(wheels)}"
-    elif not action.platforms:
+    if not action.platforms:
         problem = f"binary {binary} has no platforms to build for"
     elif not opts.entrypoint:
         problem = f"binary {binary} has no entrypoint (module:function)"
@@ -260,7 +254,6 @@ class ZipappBuilder:
     def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
         """The wheel, platforms, options, lock file, target Python, stamp and bootstrap."""
         opts = self._options(action)
-        lock = _lock(opts, ctx)
         return {
             "shipyard": __version__,
             "boot": hashlib.sha256(_boot_source()).hexdigest(),
@@ -270,8 +263,8 @@ class ZipappBuilder:
             "shebang": opts.shebang,
             "compress": opts.compress,
             "compile": opts.compile,
-            # The lock file's bytes, not its path.
-            "lock": sha256_file(lock) if lock and lock.is_file() else None,
+            # The lock's bytes that concern this binary, not its path.
+            "lock": lock_inputs(action, ctx),
             "python": ctx.python,
             "stamp": stamp_inputs(ctx),
         }
@@ -281,8 +274,8 @@ class ZipappBuilder:
     ) -> tuple[Artifact, ...]:
         """Resolve for every platform, then write one universal or one per-platform archive."""
         opts = self._options(action)
-        wheels = list(select(deps, kind="wheel"))
-        _check(action, ctx, opts, wheels)
+        wheels = [w.path for w in own_wheels(action, deps)]
+        _check(action, ctx, opts)
         binary = action.binaries[0]
         logs = {p: platform_log(ctx.dist, self.kind, binary, p) for p in action.platforms}
         log = action_log(ctx.dist, self.kind, action.binaries)
@@ -294,18 +287,19 @@ class ZipappBuilder:
         from shipyard.builders.resolve import resolve
 
         with tempfile.TemporaryDirectory(prefix=temp_prefix("zipapp"), dir=ctx.dist) as tmp:
+            requirements = requirements_for(action, ctx, Path(tmp))
             # Installers are subprocesses and zlib releases the GIL: platforms overlap
             # when the job budget has idle slots.
             resolutions = map_parts(
                 ctx,
                 lambda p: resolve(
-                    wheels[0].path,
+                    wheels,
                     p,
                     ctx.python,
                     Path(tmp) / p.replace("/", "_"),
                     env=build_env(ctx),
                     log=logs[p],
-                    requirements=_lock(opts, ctx),
+                    requirements=requirements,
                 ),
                 action.platforms,
             )

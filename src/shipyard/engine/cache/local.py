@@ -191,9 +191,14 @@ class ActionCache:
         self.open()
         in_place = self._in_place(key, repo)
         if in_place is not None:
-            with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
-                os.utime(self._entry(key))  # recently used: pruned last
-            return in_place
+            try:
+                # Recently used (pruned last); and only a key the cache holds is a hit,
+                # so a new or emptied cache is filled, and a tiered one stays whole.
+                os.utime(self._entry(key))
+            except OSError:
+                pass
+            else:
+                return in_place
         try:
             outputs = json.loads(self._entry(key).read_text())["outputs"]
         except FileNotFoundError:

@@ -12,7 +12,9 @@ from importlib import metadata
 from pathlib import Path
 from types import FrameType
 
-from meshagent.config import YAML_NATIVE, AgentConfig, AgentConfigError, load_config
+import meshconfig
+from meshconfig import YAML_NATIVE, AgentConfig, ConfigError, load_agent_config
+
 from meshagent.health import HealthServer, health_report
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "main"]
@@ -89,9 +91,21 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Libs(argparse.Action):
+    """--libs: the in-repository libraries this program runs with, and their versions."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{meshconfig.DISTRIBUTION} {meshconfig.installed_version()}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mesh-agent", description=__doc__)
     parser.add_argument("--version", action=_Version, help="show the version and build info")
+    parser.add_argument("--libs", action=_Libs, help="show the mesh libraries and their versions")
     parser.add_argument("--config", type=Path, metavar="PATH", help="YAML file with host/port")
     # No argparse defaults: None means "not given", so the config file can fill it in.
     parser.add_argument("--host", help=f"address to bind (default: {DEFAULT_HOST})")
@@ -106,8 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent; exit status 1 for a bad config file or an unusable address."""
     args = _parser().parse_args(argv)
     try:
-        config = load_config(args.config) if args.config is not None else AgentConfig()
-    except AgentConfigError as exc:
+        config = load_agent_config(args.config) if args.config is not None else AgentConfig()
+    except ConfigError as exc:
         print(f"mesh-agent: {exc}", file=sys.stderr)
         return 1
     report = health_report(_installed_version(), YAML_NATIVE)

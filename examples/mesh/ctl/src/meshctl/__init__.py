@@ -1,6 +1,10 @@
-"""meshctl: register, list and deregister services in mesh-discovery."""
+"""meshctl: register, list and deregister services in mesh-discovery.
 
-from meshctl.client import (
+The client and the service records come from the mesh-api library (``meshapi``);
+they are re-exported here for code that imported them from meshctl.
+"""
+
+from meshapi import (
     DiscoveryClient,
     DiscoveryError,
     DiscoveryProtocolError,

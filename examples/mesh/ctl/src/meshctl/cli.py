@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from importlib import metadata
 
-from meshctl.client import DiscoveryClient, DiscoveryError
+import meshapi
+from meshapi import DEFAULT_PORT, DiscoveryClient, DiscoveryError
 
 __all__ = ["DEFAULT_DISCOVERY", "main"]
 
-DEFAULT_DISCOVERY = "http://127.0.0.1:15010"
+DEFAULT_DISCOVERY = f"http://127.0.0.1:{DEFAULT_PORT}"
 """Where mesh-discovery listens when neither --discovery nor MESH_DISCOVERY says otherwise."""
 
 
@@ -51,6 +52,17 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Libs(argparse.Action):
+    """--libs: the in-repository libraries this program runs with, and their versions."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{meshapi.DISTRIBUTION} {meshapi.installed_version()}")
+        parser.exit()
+
+
 def _seconds(text: str) -> float:
     try:
         seconds = float(text)
@@ -65,6 +77,7 @@ def _seconds(text: str) -> float:
 def _parser(default_discovery: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="meshctl", description=__doc__)
     parser.add_argument("--version", action=_Version, help="show the version and build info")
+    parser.add_argument("--libs", action=_Libs, help="show the mesh libraries and their versions")
     parser.add_argument(
         "--discovery",
         metavar="URL",

@@ -2,53 +2,11 @@
 
 from __future__ import annotations
 
-import re
 import threading
-from dataclasses import dataclass
 
-__all__ = ["InvalidServiceError", "Registry", "Service"]
+from meshapi import Service
 
-# A DNS label (RFC 1123), so that a registered name can double as a hostname in the mesh.
-_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-# The longest DNS name plus ":65535"; anything longer is a client bug, not an address.
-_MAX_ADDRESS_LENGTH = 253 + 6
-
-
-class InvalidServiceError(ValueError):
-    """A service name or address that the registry refuses to store."""
-
-
-@dataclass(frozen=True)
-class Service:
-    """One registered service: its name and the address it is reached at."""
-
-    name: str
-    address: str
-
-    def to_json(self) -> dict[str, str]:
-        """The JSON object the HTTP API uses for this service."""
-        return {"name": self.name, "address": self.address}
-
-
-def validate_name(name: str) -> str:
-    """Return ``name`` if it is a valid service name, else raise InvalidServiceError."""
-    if not _NAME.fullmatch(name):
-        raise InvalidServiceError(
-            f"invalid service name {name!r}: use 1-63 lowercase letters, digits and '-', "
-            "starting and ending with a letter or digit"
-        )
-    return name
-
-
-def validate_address(address: object) -> str:
-    """Return ``address`` if it is a usable address string, else raise InvalidServiceError."""
-    if not isinstance(address, str) or not address:
-        raise InvalidServiceError("'address' must be a non-empty string, e.g. '10.0.0.7:8080'")
-    if len(address) > _MAX_ADDRESS_LENGTH or any(ch.isspace() for ch in address):
-        raise InvalidServiceError(
-            f"invalid address {address!r}: no whitespace, at most {_MAX_ADDRESS_LENGTH} characters"
-        )
-    return address
+__all__ = ["Registry"]
 
 
 class Registry:
@@ -59,8 +17,10 @@ class Registry:
         self._addresses: dict[str, str] = {}
 
     def register(self, name: str, address: str) -> tuple[Service, bool]:
-        """Store (or replace) a service; the flag says whether the name was new."""
-        service = Service(validate_name(name), validate_address(address))
+        """Store (or replace) a service; the flag says whether the name was new.
+
+        Raises meshapi.InvalidServiceError for a name or address the API refuses."""
+        service = Service.checked(name, address)
         with self._lock:
             created = name not in self._addresses
             self._addresses[name] = address

@@ -21,13 +21,21 @@ from types import FrameType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from meshdiscovery.registry import InvalidServiceError, Registry, validate_address, validate_name
+import meshapi
+from meshapi import (
+    DEFAULT_PORT,
+    SERVICES_PATH,
+    InvalidServiceError,
+    validate_address,
+    validate_name,
+)
+
+from meshdiscovery.registry import Registry
 
 __all__ = ["DiscoveryServer", "main"]
 
 # Access logs go through logging so that embedding the server never writes to stderr by itself.
 _access_log = logging.getLogger("meshdiscovery.access")
-_SERVICES = "/v1/services"
 # A registration is a name and an address; a larger body is a mistake, so refuse to buffer it.
 _MAX_BODY_BYTES = 64 * 1024
 
@@ -76,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _get(self, path: str) -> tuple[HTTPStatus, Any]:
         if path == "/healthz":
             return HTTPStatus.OK, {"status": "ok"}
-        if path == _SERVICES:
+        if path == SERVICES_PATH:
             return HTTPStatus.OK, [service.to_json() for service in self.server.registry.services()]
         name = self._service_name(path)
         service = self.server.registry.get(name)
@@ -101,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
         return HTTPStatus.OK, {"deregistered": name}
 
     def _service_name(self, path: str) -> str:
-        prefix = _SERVICES + "/"
+        prefix = SERVICES_PATH + "/"
         if not path.startswith(prefix):
             raise _HttpError(HTTPStatus.NOT_FOUND, f"no route for {path}")
         try:
@@ -210,16 +218,31 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _Libs(argparse.Action):
+    """--libs: the in-repository libraries this program runs with, and their versions."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{meshapi.DISTRIBUTION} {meshapi.installed_version()}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mesh-discovery", description="An HTTP registry of mesh services."
     )
     parser.add_argument("--version", action=_Version, help="show the version and build info")
+    parser.add_argument("--libs", action=_Libs, help="show the mesh libraries and their versions")
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default: %(default)s)"
     )
     parser.add_argument(
-        "--port", type=_port, default=15010, help="port to bind, 0 for any (default: %(default)s)"
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help="port to bind, 0 for any (default: %(default)s)",
     )
     return parser
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
+
+from meshapi.model import SERVICES_PATH, InvalidServiceError, Service, service_path
 
 __all__ = [
     "DiscoveryClient",
@@ -15,7 +16,6 @@ __all__ = [
     "DiscoveryProtocolError",
     "DiscoveryRequestError",
     "DiscoveryUnreachableError",
-    "Service",
 ]
 
 
@@ -47,25 +47,6 @@ class DiscoveryProtocolError(DiscoveryError):
     """Something answered, but not the way mesh-discovery does (wrong port or URL?)."""
 
 
-@dataclass(frozen=True)
-class Service:
-    """One registered service as mesh-discovery reports it."""
-
-    name: str
-    address: str
-
-    @classmethod
-    def from_json(cls, data: Any) -> Service:
-        """Build from the API's ``{"name": ..., "address": ...}`` object."""
-        if (
-            not isinstance(data, dict)
-            or not isinstance(data.get("name"), str)
-            or not isinstance(data.get("address"), str)
-        ):
-            raise DiscoveryProtocolError(f"unexpected service entry from discovery: {data!r}")
-        return cls(name=data["name"], address=data["address"])
-
-
 class DiscoveryClient:
     """Calls one mesh-discovery server; every method raises a DiscoveryError on failure."""
 
@@ -80,18 +61,22 @@ class DiscoveryClient:
 
     def register(self, name: str, address: str) -> Service:
         """Register ``name`` at ``address``, replacing any previous address."""
-        return Service.from_json(self._call("PUT", _service_path(name), {"address": address}))
+        return _service(self._call("PUT", service_path(name), {"address": address}))
+
+    def get(self, name: str) -> Service:
+        """The service registered as ``name``; DiscoveryRequestError 404 if there is none."""
+        return _service(self._call("GET", service_path(name)))
 
     def services(self) -> list[Service]:
         """Every registered service, in the server's (name) order."""
-        listing = self._call("GET", "/v1/services")
+        listing = self._call("GET", SERVICES_PATH)
         if not isinstance(listing, list):
             raise DiscoveryProtocolError(f"expected a JSON list of services, got {listing!r}")
-        return [Service.from_json(entry) for entry in listing]
+        return [_service(entry) for entry in listing]
 
     def deregister(self, name: str) -> None:
         """Remove ``name``; DiscoveryRequestError with status 404 if it was not registered."""
-        self._call("DELETE", _service_path(name))
+        self._call("DELETE", service_path(name))
 
     def _call(self, method: str, path: str, body: object = None) -> Any:
         url = self.base_url + path
@@ -114,9 +99,11 @@ class DiscoveryClient:
             raise DiscoveryProtocolError(f"{url} did not answer with JSON: {exc}") from exc
 
 
-def _service_path(name: str) -> str:
-    # Quote everything so a name like "a/b" reaches the server (and its validation) intact.
-    return "/v1/services/" + quote(name, safe="")
+def _service(data: Any) -> Service:
+    try:
+        return Service.from_json(data)
+    except InvalidServiceError as exc:
+        raise DiscoveryProtocolError(f"unexpected service entry from discovery: {data!r}") from exc
 
 
 def _error_message(error: urllib.error.HTTPError) -> str:

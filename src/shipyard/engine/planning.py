@@ -1,0 +1,52 @@
+"""From a manifest and a selection to the plan: the repository's projects read, the
+lock checked, and `--since` applied. The one way the CLI and the release plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from shipyard.engine.plan import Plan, Selection, make_plan
+from shipyard.manifest import Manifest
+from shipyard.workspace import Workspace, check_lock, load_workspace
+
+__all__ = ["plan_for", "read_workspace"]
+
+
+def read_workspace(manifest: Manifest, binaries: Iterable[str] | None = None) -> Workspace:
+    """The projects of the manifest's repository and its uv.lock, checked for what the
+    `binaries` (default: all of the manifest's) build from: each one's project and the
+    libraries it needs, then the lock (WorkspaceError, exit 2, naming the
+    pyproject.toml and line). Broken projects no binary uses are left alone."""
+    workspace = load_workspace(manifest.root)
+    for name in manifest.binaries if binaries is None else binaries:
+        project = workspace.project_at(manifest.binaries[name].source)
+        if project is not None:
+            workspace.check(project.key)
+    if workspace.lock is not None:
+        check_lock(workspace)
+    return workspace
+
+
+def plan_for(
+    manifest: Manifest,
+    selection: Selection,
+    *,
+    since: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Plan:
+    """The plan of `selection`; with `since` (a git ref), only the selected binaries
+    whose inputs changed since then (`shipyard.engine.affected`)."""
+    workspace = load_workspace(manifest.root)
+    plan = make_plan(manifest, selection, workspace=workspace)  # raises for what it uses
+    if workspace.lock is not None:
+        check_lock(workspace)
+    if not since:
+        return plan
+    from shipyard.engine.affected import affected
+
+    found = affected(manifest, workspace, since, plan.binary_names, env=env)
+    names = tuple(a.binary for a in found)
+    if not names:
+        return Plan(manifest, (), (), plan.skips, workspace)
+    narrowed = Selection(binaries=names, outputs=selection.outputs, platforms=selection.platforms)
+    return make_plan(manifest, narrowed, workspace=workspace)

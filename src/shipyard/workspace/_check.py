@@ -1,0 +1,214 @@
+"""Is uv.lock up to date with the pyproject.toml files? Answered without running uv.
+
+uv records, for each workspace member, the requirements it locked from (`metadata.requires-dist`
+for dependencies and extras, `metadata.requires-dev` for dependency groups) and the member
+set (`[manifest] members`). Each requirement written in a pyproject.toml must match one
+recorded requirement, compared the way uv compares them: canonical names and extras,
+specifiers as versions (`>=1.0` is `>=1`), markers by what they select, and the kind of
+source `[tool.uv.sources]` gives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.markers import InvalidMarker, Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from shipyard.workspace import _markers
+from shipyard.workspace._text import Key, TomlFile, Where, WorkspaceError
+
+if TYPE_CHECKING:
+    from shipyard.workspace.projects import Workspace
+
+__all__ = ["check_lock"]
+
+_RELOCK = "run `uv lock`"
+_LOCAL = ("editable", "virtual", "directory", "path", "workspace")
+
+
+@dataclass(frozen=True)
+class _Req:
+    """A requirement reduced to what decides whether the lock still holds."""
+
+    name: str
+    extras: frozenset[str]
+    specifier: SpecifierSet
+    marker: Marker | None
+    source: str  # "", "local", "git", "url", "index"
+
+    def matches(self, other: _Req) -> bool:
+        return (
+            self.name == other.name
+            and self.extras == other.extras
+            and self.source == other.source
+            and (self.source == "local" or self.specifier == other.specifier)
+            and _markers.equivalent(self.marker, other.marker)
+        )
+
+
+def _kind(kind: str) -> str:
+    return "local" if kind in _LOCAL else kind if kind in ("git", "url", "index") else ""
+
+
+def _written(text: str, extra: str, kinds: dict[str, str]) -> _Req:
+    requirement = Requirement(text)
+    name = canonicalize_name(requirement.name)
+    marker = requirement.marker
+    if extra:
+        clause = f'extra == "{extra}"'
+        marker = Marker(f"({marker}) and {clause}" if marker else clause)
+    source = _kind(kinds.get(name, ""))
+    if not source and requirement.url:
+        url = requirement.url
+        source = "git" if url.startswith("git+") else "local" if url.startswith("file:") else "url"
+    return _Req(
+        name,
+        frozenset(canonicalize_name(e) for e in requirement.extras),
+        requirement.specifier,
+        marker,
+        source,
+    )
+
+
+def _recorded(entry: dict[str, Any]) -> _Req:
+    source = next((k for k in (*_LOCAL, "git", "url", "index") if k in entry), "")
+    marker = entry.get("marker")
+    return _Req(
+        canonicalize_name(str(entry.get("name", ""))),
+        frozenset(canonicalize_name(e) for e in entry.get("extras", [])),
+        SpecifierSet(entry.get("specifier", "")),
+        Marker(marker) if marker else None,
+        _kind(source),
+    )
+
+
+def _groups(data: dict[str, Any]) -> dict[str, list[tuple[str, Key]]]:
+    """`[dependency-groups]` with includes expanded, plus the legacy dev-dependencies."""
+    table = data.get("dependency-groups", {})
+    table = table if isinstance(table, dict) else {}
+
+    def expand(group: str, trail: tuple[str, ...]) -> Iterator[tuple[str, Key]]:
+        for index, item in enumerate(table.get(group, [])):
+            if isinstance(item, str):
+                yield item, ("dependency-groups", group, index)
+            elif isinstance(item, dict) and isinstance(item.get("include-group"), str):
+                included = item["include-group"]
+                if included not in trail:
+                    yield from expand(included, (*trail, included))
+
+    groups: dict[str, list[tuple[str, Key]]] = {
+        canonicalize_name(g): list(expand(g, (g,))) for g in table
+    }
+    legacy = data.get("tool", {}).get("uv", {}).get("dev-dependencies", [])
+    if isinstance(legacy, list) and legacy:
+        groups.setdefault("dev", []).extend(
+            (text, ("tool", "uv", "dev-dependencies", i)) for i, text in enumerate(legacy)
+        )
+    return groups
+
+
+def _compare(
+    file: TomlFile,
+    written: list[tuple[str, str, Key]],
+    recorded: list[dict[str, Any]],
+    kinds: dict[str, str],
+    fallback: Key,
+    what: str,
+    root: Path,
+) -> None:
+    """Raise at the first written requirement uv.lock does not record, or at `fallback`
+    when uv.lock records one that is no longer written."""
+    left = [_recorded(entry) for entry in recorded]
+    for text, extra, key in written:
+        try:
+            wanted = _written(text, extra, kinds)
+        except (InvalidRequirement, InvalidMarker):
+            raise WorkspaceError(
+                file.where(key, root=root), f"invalid requirement {text!r}", "write it as PEP 508"
+            ) from None
+        match = next((i for i, have in enumerate(left) if wanted.matches(have)), None)
+        if match is None:
+            raise WorkspaceError(
+                file.where(key, fallback, root=root),
+                f"uv.lock is out of date: it does not record `{text}` for {what}",
+                _RELOCK,
+            )
+        del left[match]
+    if left:
+        raise WorkspaceError(
+            file.where(fallback, ("project",), root=root, key=True),
+            f"uv.lock is out of date: it records `{left[0].name}` for {what}, which "
+            "pyproject.toml no longer asks for",
+            _RELOCK,
+        )
+
+
+def check_lock(workspace: Workspace) -> None:
+    """Raise a WorkspaceError if the root's uv.lock is out of date with any member's
+    pyproject.toml (its dependencies, extras, groups) or with the member set."""
+    lock = workspace.lock
+    if lock is None:
+        return
+    root = workspace.root
+    for key in workspace.members:
+        project = workspace.projects.get(key) or workspace.duplicates[key][0]
+        file = workspace._files[project.root]
+        kinds = workspace._source_kinds.get(project.root, {})
+        package = lock.member(key)
+        if package is None:
+            raise WorkspaceError(
+                file.where(("project",), root=root),
+                f"uv.lock is out of date: it does not hold the project `{project.name}`",
+                _RELOCK,
+            )
+        table = file.data["project"]
+        if "dependencies" in table.get("dynamic", []):
+            continue  # only a build can tell; uv re-locks those itself
+        metadata = package.get("metadata", {})
+        written: list[tuple[str, str, Key]] = [
+            (text, "", ("project", "dependencies", i))
+            for i, text in enumerate(table.get("dependencies", []))
+        ]
+        for extra, texts in (table.get("optional-dependencies") or {}).items():
+            written += [
+                (text, canonicalize_name(extra), ("project", "optional-dependencies", extra, i))
+                for i, text in enumerate(texts)
+            ]
+        try:
+            _compare(
+                file, written, metadata.get("requires-dist", []), kinds,
+                ("project", "dependencies"), f"`{project.name}`", root,
+            )  # fmt: skip
+            recorded_groups = metadata.get("requires-dev", {})
+            groups = _groups(file.data)
+            for group in sorted(set(groups) | {canonicalize_name(g) for g in recorded_groups}):
+                recorded: list[dict[str, Any]] = next(
+                    (v for g, v in recorded_groups.items() if canonicalize_name(g) == group), []
+                )
+                _compare(
+                    file, [(t, "", k) for t, k in groups.get(group, [])], recorded, kinds,
+                    ("dependency-groups", group), f"the group `{group}` of `{project.name}`",
+                    root,
+                )  # fmt: skip
+        except (InvalidSpecifier, InvalidMarker, TypeError, AttributeError) as error:
+            raise WorkspaceError(
+                Where(lock.path, 1, 1, root), f"uv.lock is malformed: {error}", _RELOCK
+            ) from None
+    gone = sorted(lock.workspace_members - set(workspace.members))
+    if gone:
+        root_file = workspace._files.get(root)
+        where = (
+            root_file.where(("tool", "uv", "workspace", "members"), root=root, key=True)
+            if root_file
+            else Where(lock.path, 1, 1, root)
+        )
+        raise WorkspaceError(
+            where, f"uv.lock is out of date: it holds the member `{gone[0]}`, which the "
+            "workspace no longer has", _RELOCK,
+        )  # fmt: skip

@@ -1,0 +1,511 @@
+"""The Python projects of a repository and the in-repo dependencies between them.
+
+A project is a folder whose pyproject.toml has a `[project]` table. A requirement of a
+project is in-repo when `[tool.uv.sources]` (the project's own, else its uv workspace
+root's) says `workspace = true` or `path = ...`, or, with no source entry, when a project of
+the repository has that name. Problems of one project (a bad source, a cycle, a name two
+projects share) are raised when that project is asked about (`closure`, `check`), so a
+repository can hold test fixtures that are broken on purpose; problems of the repository's
+own uv workspace (its members list) are raised by `load_workspace`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from shipyard.workspace import _markers
+from shipyard.workspace._discover import UvWorkspace, read_pyprojects, rel, uv_workspace
+from shipyard.workspace._text import TomlFile, Where, WorkspaceError
+from shipyard.workspace.lock import Lock
+
+__all__ = ["Dependency", "Project", "Workspace", "load_workspace"]
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One requirement of `[project].dependencies` and where it is written."""
+
+    requirement: Requirement
+    where: Where
+
+
+@dataclass(frozen=True)
+class Project:
+    """A folder with a pyproject.toml holding a `[project]` table."""
+
+    name: str
+    key: str
+    root: Path
+    pyproject: Path
+    dependencies: tuple[Dependency, ...]
+    in_repo: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Every project of a repository, the in-repo dependency graph and the root's uv.lock."""
+
+    root: Path
+    projects: Mapping[str, Project]
+    lock: Lock | None
+    duplicates: Mapping[str, tuple[Project, ...]] = field(default_factory=dict)
+    members: tuple[str, ...] = ()
+    """Keys of the repository's own uv workspace (the root's members; the root project)."""
+    _by_folder: dict[Path, Project] = field(default_factory=dict, repr=False, compare=False)
+    _problems: dict[Path, list[WorkspaceError]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _broken: dict[Path, WorkspaceError] = field(default_factory=dict, repr=False, compare=False)
+    _files: dict[Path, TomlFile] = field(default_factory=dict, repr=False, compare=False)
+    _source_kinds: dict[Path, dict[str, str]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _closures: dict[str, tuple[Project, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    _reverse: dict[str, set[str]] = field(default_factory=dict, repr=False, compare=False)
+    # Every project another reaches (memoised for all keys at once) and a topological
+    # rank over the whole graph: closures in O(reached), not a search per key.
+    _reached: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
+    _rank: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _dependents: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    def _folder(self, path: Path) -> Path:
+        return Path(os.path.normpath(path if path.is_absolute() else self.root / path))
+
+    def project_at(self, folder: Path) -> Project | None:
+        """The project whose root is exactly `folder` (absolute, or relative to the root).
+
+        Raises the WorkspaceError of a pyproject.toml there that cannot be read, or
+        the first problem of the project there (its name taken twice, say): a binary
+        built from it reports its own file first."""
+        folder = self._folder(folder)
+        if folder in self._broken:
+            raise self._broken[folder]
+        if self._problems.get(folder):
+            raise self._problems[folder][0]
+        return self._by_folder.get(folder)
+
+    def owner(self, path: Path) -> Project | None:
+        """The deepest project whose root contains `path` (a file or a folder), if any."""
+        current = self._folder(path)
+        while True:
+            if current in self._by_folder:
+                return self._by_folder[current]
+            if current in (self.root, current.parent):
+                return None
+            current = current.parent
+
+    def _project(self, key: str) -> Project:
+        if key in self.duplicates:
+            raise self._problems[self.duplicates[key][-1].root][0]
+        return self.projects[key]
+
+    def check(self, key: str) -> None:
+        """Raise the first problem of project `key` or of any project it depends on."""
+        self.closure(key)
+
+    def check_all(self) -> None:
+        """Raise the first problem of any project, in path order (strict loading)."""
+        for folder in sorted(self._broken):
+            raise self._broken[folder]
+        for project in sorted(self._by_folder.values(), key=lambda p: p.root):
+            if self._problems.get(project.root):
+                raise self._problems[project.root][0]
+        for key in sorted(self.projects):
+            self.closure(key)
+
+    def closure(self, key: str) -> tuple[Project, ...]:
+        """The in-repo projects `key` depends on, directly or not, dependencies first
+        (topological order, ties broken by key); `key` itself is not included.
+
+        Raises a WorkspaceError for a problem of any project on the way, or a cycle."""
+        if key in self._closures:
+            return self._closures[key]
+        reached = self._reach(key)
+        if not self._rank:
+            self._rank.update(self._ranks())  # a frozen dataclass: fill, don't assign
+        result = tuple(self.projects[k] for k in sorted(reached, key=lambda k: (self._rank[k], k)))
+        self._closures[key] = result
+        return result
+
+    def _reach(self, key: str) -> frozenset[str]:
+        """The keys `key` depends on, directly or not; raises for a problem on the way
+        or a cycle. Depth-first in key order, so the same link is named every run."""
+        if key in self._reached:
+            return self._reached[key]
+        start = self._project(key)
+        on_stack: set[str] = set()
+        stack: list[tuple[Project, list[str]]] = []
+
+        def enter(project: Project) -> None:
+            problems = self._problems.get(project.root)
+            if problems:
+                raise problems[0]
+            on_stack.add(project.key)
+            stack.append((project, list(reversed(project.in_repo))))
+
+        enter(start)
+        while stack:
+            project, todo = stack[-1]
+            if not todo:
+                stack.pop()
+                on_stack.discard(project.key)
+                below: set[str] = set()
+                for dep in project.in_repo:
+                    below.add(dep)
+                    below.update(self._reached[dep])
+                self._reached[project.key] = frozenset(below)
+                continue
+            nxt = todo.pop()
+            if nxt in on_stack:
+                path = [p.key for p, _ in stack]
+                cycle = [*path[path.index(nxt) :], nxt]
+                where = next(
+                    d.where
+                    for d in project.dependencies
+                    if canonicalize_name(d.requirement.name) == nxt
+                )
+                raise WorkspaceError(
+                    where,
+                    "dependency cycle: " + " -> ".join(cycle),
+                    "remove one of the links: a project cannot depend on itself through others",
+                )
+            if nxt not in self._reached:
+                enter(self._project(nxt))
+        return self._reached[key]
+
+    def _ranks(self) -> dict[str, int]:
+        """A topological rank of every project not on a cycle (Kahn's algorithm, the
+        smallest key first among the ready): dependencies rank before their users."""
+        waiting = {
+            k: {d for d in p.in_repo if d in self.projects} for k, p in self.projects.items()
+        }
+        users: dict[str, list[str]] = {}
+        for k, deps in waiting.items():
+            for d in deps:
+                users.setdefault(d, []).append(k)
+        ready = [k for k, deps in waiting.items() if not deps]
+        heapq.heapify(ready)
+        rank: dict[str, int] = {}
+        while ready:
+            k = heapq.heappop(ready)
+            rank[k] = len(rank)
+            for user in users.get(k, ()):
+                waiting[user].discard(k)
+                if not waiting[user]:
+                    heapq.heappush(ready, user)
+        return rank
+
+    def dependents(self, key: str) -> tuple[str, ...]:
+        """Keys of the projects that depend on `key`, directly or not, sorted."""
+        if key not in self.projects and key not in self.duplicates:
+            raise KeyError(key)
+        if key in self._dependents:
+            return self._dependents[key]
+        if not self._reverse:
+            for project in self._by_folder.values():
+                for dep in project.in_repo:
+                    self._reverse.setdefault(dep, set()).add(project.key)
+        seen: set[str] = set()
+        todo = [key]
+        while todo:
+            for user in self._reverse.get(todo.pop(), ()):
+                if user not in seen:
+                    seen.add(user)
+                    todo.append(user)
+        seen.discard(key)
+        result = tuple(sorted(seen))
+        self._dependents[key] = result
+        return result
+
+
+def load_workspace(root: Path, *, strict: bool = False) -> Workspace:
+    """Discover the projects under `root` (the repository root) and read `root/uv.lock`.
+
+    Raises a WorkspaceError for a problem of the root's own uv workspace (its members) or
+    of uv.lock; with `strict`, for the first problem of any project as well."""
+    root = root.resolve()
+    files, broken = read_pyprojects(root)
+    lock_path = root / "uv.lock"
+    lock = Lock.load(lock_path) if lock_path.is_file() else None
+    workspaces = {
+        folder: uv_workspace(folder, file, files, broken, root)
+        for folder, file in sorted(files.items())
+        if isinstance(file.data.get("tool", {}).get("uv", {}).get("workspace"), dict)
+    }
+    if root in workspaces and workspaces[root].problems:
+        raise workspaces[root].problems[0]
+    return _Builder(root, files, broken, workspaces, lock).build(strict)
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A `[tool.uv.sources]` entry: its kind, its path if local, and where it is written."""
+
+    kind: str  # workspace, path, git, url, index, other
+    path: Path | None
+    where: Where
+
+
+class _Builder:
+    """Turns the parsed pyproject.toml files into projects and their in-repo edges."""
+
+    def __init__(
+        self,
+        root: Path,
+        files: dict[Path, TomlFile],
+        broken: dict[Path, WorkspaceError],
+        workspaces: dict[Path, UvWorkspace],
+        lock: Lock | None,
+    ) -> None:
+        self.root = root
+        self.files = files
+        self.broken = broken
+        self.workspaces = workspaces
+        self.lock = lock
+        self.problems: dict[Path, list[WorkspaceError]] = {}
+        self.source_kinds: dict[Path, dict[str, str]] = {}
+        self.names: dict[Path, tuple[str, str]] = {}  # folder -> (name, key)
+        for folder, file in files.items():
+            table = file.data.get("project")
+            if not isinstance(table, dict):
+                continue
+            name = table.get("name")
+            if not isinstance(name, str) or not name:
+                broken[folder] = WorkspaceError(
+                    file.where(("project",), root=root),
+                    "[project] has no name",
+                    'add `name = "..."` to the [project] table',
+                )
+                continue
+            self.names[folder] = (name, canonicalize_name(name))
+        self.by_key: dict[str, list[Path]] = {}
+        for folder, (_, key) in sorted(self.names.items()):
+            self.by_key.setdefault(key, []).append(folder)
+
+    def problem(self, folder: Path, error: WorkspaceError) -> None:
+        self.problems.setdefault(folder, []).append(error)
+
+    def workspace_of(self, folder: Path) -> UvWorkspace | None:
+        """The uv workspace `folder` belongs to: the nearest one above that lists it."""
+        for candidate in (folder, *folder.parents):
+            ws = self.workspaces.get(candidate)
+            if ws is not None:
+                return ws if folder in ws.members else None
+            if candidate == self.root:
+                return None
+        return None
+
+    def sources(self, folder: Path, ws: UvWorkspace | None) -> dict[str, _Source]:
+        """The project's `[tool.uv.sources]` over its workspace root's, by canonical name."""
+        merged: dict[str, _Source] = {}
+        owners = [self.files[folder]]
+        if ws is not None and ws.root != folder:
+            owners.insert(0, ws.file)
+        for file in owners:
+            table = file.data.get("tool", {}).get("uv", {}).get("sources", {})
+            if not isinstance(table, dict):
+                continue
+            for raw, value in table.items():
+                entry = value[0] if isinstance(value, list) and value else value
+                if not isinstance(entry, dict):
+                    continue
+                where = file.where(
+                    ("tool", "uv", "sources", raw), ("tool", "uv", "sources"), root=self.root,
+                    key=True,
+                )  # fmt: skip
+                path = None
+                if entry.get("workspace") is True:
+                    kind = "workspace"
+                elif isinstance(entry.get("path"), str):
+                    kind, path = "path", Path(os.path.normpath(file.path.parent / entry["path"]))
+                else:
+                    kind = next((k for k in ("git", "url", "index") if k in entry), "other")
+                merged[canonicalize_name(raw)] = _Source(kind, path, where)
+        return merged
+
+    def build(self, strict: bool) -> Workspace:
+        projects: dict[Path, Project] = {}
+        for folder, (name, key) in sorted(self.names.items()):
+            projects[folder] = self.project(folder, name, key)
+        unique = {}
+        duplicates = {}
+        for key, folders in self.by_key.items():
+            if len(folders) == 1:
+                unique[key] = projects[folders[0]]
+                continue
+            duplicates[key] = tuple(projects[f] for f in folders)
+            for f in folders:
+                others = [o for o in folders if o != f]
+                named = str(self.files[others[0]].where(("project", "name"), root=self.root))
+                more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+                self.problems.setdefault(f, []).insert(
+                    0,
+                    WorkspaceError(
+                        self.files[f].where(("project", "name"), ("project",), root=self.root),
+                        f"two projects are named `{key}`: this one and {named}{more}",
+                        "rename one of them: project names must be unique in a repository",
+                    ),
+                )
+        for ws in self.workspaces.values():
+            for member in ws.members:
+                for error in ws.problems:
+                    self.problem(member, error)
+        root_ws = self.workspaces.get(self.root)
+        if root_ws is not None:
+            members = tuple(sorted(self.names[m][1] for m in root_ws.members))
+        else:
+            members = (self.names[self.root][1],) if self.root in self.names else ()
+        workspace = Workspace(
+            root=self.root,
+            projects=unique,
+            lock=self.lock,
+            duplicates=duplicates,
+            members=members,
+            _by_folder=dict(projects),
+            _problems=self.problems,
+            _broken=dict(self.broken),
+            _files=self.files,
+            _source_kinds=self.source_kinds,
+        )
+        if strict:
+            workspace.check_all()
+        return workspace
+
+    def project(self, folder: Path, name: str, key: str) -> Project:
+        file = self.files[folder]
+        table = file.data["project"]
+        ws = self.workspace_of(folder)
+        in_lock = self.lock is not None and (
+            (ws is not None and ws.root == self.root) or folder == self.root
+        )
+        sources = self.sources(folder, ws)
+        self.source_kinds[folder] = {name: source.kind for name, source in sources.items()}
+        raw = table.get("dependencies", [])
+        dependencies: list[Dependency] = []
+        in_repo: set[str] = set()
+        for index, text in enumerate(raw if isinstance(raw, list) else []):
+            where = file.where(
+                ("project", "dependencies", index), ("project", "dependencies"), ("project",),
+                root=self.root,
+            )  # fmt: skip
+            try:
+                requirement = Requirement(text)
+            except (InvalidRequirement, TypeError) as error:
+                self.problem(
+                    folder,
+                    WorkspaceError(
+                        where, f"invalid requirement {text!r}: {error}", "write it as PEP 508"
+                    ),
+                )
+                continue
+            dependencies.append(Dependency(requirement, where))
+            dep = canonicalize_name(requirement.name)
+            if dep == key:
+                continue  # a project naming itself (for its own extras) is no edge
+            target = self.resolve(folder, dep, where, sources.get(dep), ws)
+            if target is not None:
+                in_repo.add(target)
+            elif (
+                in_lock
+                and self.lock is not None
+                and dep not in self.lock.packages
+                and not _markers.never(requirement.marker, self.lock.requires_python)
+            ):
+                self.problem(
+                    folder,
+                    WorkspaceError(
+                        where,
+                        f"`{requirement.name}` is neither a project of the repository nor a "
+                        "package of uv.lock",
+                        "run `uv lock` (or fix the name)",
+                    ),
+                )
+        return Project(
+            name=name,
+            key=key,
+            root=folder,
+            pyproject=file.path,
+            dependencies=tuple(dependencies),
+            in_repo=tuple(sorted(in_repo)),
+        )
+
+    def resolve(
+        self,
+        folder: Path,
+        dep: str,
+        where: Where,
+        source: _Source | None,
+        ws: UvWorkspace | None,
+    ) -> str | None:
+        """The key of the in-repo project requirement `dep` names, or None (third-party)."""
+        if source is None:
+            folders = self.by_key.get(dep, [])
+            if len(folders) > 1:
+                places = ", ".join(rel(self.files[f].path, self.root) for f in folders)
+                self.problem(
+                    folder,
+                    WorkspaceError(
+                        where,
+                        f"`{dep}` could be any of {len(folders)} projects: {places}",
+                        "rename one of them, or point at one with a `path` source in "
+                        "[tool.uv.sources]",
+                    ),
+                )
+                return None
+            return dep if folders else None
+        if source.kind == "workspace":
+            members = ws.members if ws is not None else set()
+            if any(self.names.get(m, ("", ""))[1] == dep for m in members):
+                return dep
+            home = rel(ws.file.path, self.root) if ws is not None else "no workspace"
+            self.problem(
+                folder,
+                WorkspaceError(
+                    where,
+                    f"`{dep}` has `workspace = true` in [tool.uv.sources] ({source.where}) "
+                    f"but is not a member of the workspace ({home})",
+                    "add its folder to [tool.uv.workspace] members, or use a `path` source",
+                ),
+            )
+            return None
+        if source.kind == "path" and source.path is not None:
+            target = source.path
+            if target.is_file():
+                return None  # a wheel or sdist: a third-party artifact
+            if target in self.broken:
+                self.problem(folder, self.broken[target])
+                return None
+            if target not in self.names:
+                outside = not target.is_relative_to(self.root)
+                self.problem(
+                    folder,
+                    WorkspaceError(
+                        source.where,
+                        f"no pyproject.toml at {rel(target, self.root)} (the path source of "
+                        f"`{dep}`)" + (", which is outside the repository" if outside else ""),
+                        "point the path at a folder of the repository with a pyproject.toml",
+                    ),
+                )
+                return None
+            found = self.names[target][1]
+            if found != dep:
+                self.problem(
+                    folder,
+                    WorkspaceError(
+                        source.where,
+                        f"the path source of `{dep}` is the project `{found}`",
+                        "point it at the folder of the project with that name",
+                    ),
+                )
+                return None
+            return dep  # a name two projects share is raised when `closure` reaches it
+        return None
