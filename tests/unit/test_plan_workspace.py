@@ -247,3 +247,17 @@ def test_the_last_commits_are_remembered_for_one_head_only(tmp_path: Path) -> No
     later = input_stamps(root, moved, groups, {}, versioned=False, memo=memo)
     assert later["zipapp:one"].revision == first["zipapp:one"].revision == head
     assert later["zipapp:solo"].revision == moved.revision
+
+
+def test_a_copy_of_a_member_outside_the_workspace_shadows_nothing(tmp_path: Path) -> None:
+    """A test fixture holding a copy of a member's pyproject.toml (same name) is no
+    duplicate when the root is a uv workspace: the member is the one the name means."""
+    root = _repo(tmp_path)
+    (root / "pyproject.toml").write_text(
+        (root / "pyproject.toml").read_text()
+        + '\n[tool.uv.workspace]\nmembers = ["apps/*", "libs/*"]\n'
+    )
+    _project(root, "tests/fixtures/one", "one", ["nothing-here"])
+    plan = _plan(root)
+    zipapp = {a.id: a for a in plan.actions}["zipapp:one"]
+    assert zipapp.deps == ("wheel:apps/one", "wheel:libs/core", "wheel:libs/api")

@@ -342,6 +342,13 @@ class _Builder:
             if len(folders) == 1:
                 unique[key] = projects[folders[0]]
                 continue
+            # One of them in a uv workspace (a member, or a workspace's root) is the one
+            # the name means, as uv sees it: a copy elsewhere (a test fixture, a vendored
+            # tree) shadows nothing and is no error.
+            housed = [f for f in folders if f in self.workspaces or self.workspace_of(f)]
+            if len(housed) == 1:
+                unique[key] = projects[housed[0]]
+                continue
             duplicates[key] = tuple(projects[f] for f in folders)
             for f in folders:
                 others = [o for o in folders if o != f]
