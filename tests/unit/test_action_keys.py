@@ -32,6 +32,7 @@ from shipyard.engine.plan import Action
 from shipyard.engine.sources import GitIgnored
 from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Image as ImageSettings
+from shipyard.oci import keep as keep_module
 from shipyard.stamp import Stamp
 
 WHEEL = Artifact("wheel", "", "py3-none-any", Path("w.whl"), "a" * 64, 10)
@@ -218,6 +219,11 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
             "source_url": lambda s, _: replace(
                 s, ctx=replace(s.ctx, env={**s.ctx.env, "SHIPYARD_SOURCE_URL": "https://x/y"})
             ),
+            # Other platforms of the same build kept from dist/ (issue 18, item 2).
+            "kept": lambda s, mp: (
+                mp.setattr(keep_module, "kept_platforms", lambda *_: [("linux/s390x", "d")]),
+                s,
+            )[1],
             **STAMP,
         },
     ),

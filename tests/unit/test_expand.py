@@ -112,8 +112,8 @@ def test_every_unset_variable_is_reported_together() -> None:
     )
     assert [(p.path, p.message, p.location.line, p.location.column) for p in problems] == [
         ("image.base", "environment variable ORG is not set", 2, 13),
-        ("image.tags.1", "environment variable TAG is not set", 3, 18),
-        ("image.hubs.1", "environment variable MIRROR is not set", 6, 7),
+        ("image.tags[1]", "environment variable TAG is not set", 3, 18),
+        ("image.hubs[1]", "environment variable MIRROR is not set", 6, 7),
     ]
 
 

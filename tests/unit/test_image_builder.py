@@ -295,4 +295,4 @@ def test_docker_archives_name_their_tags(repo: Path) -> None:
         handle = tar.extractfile("manifest.json")
         assert handle is not None
         manifest = json.load(io.BytesIO(handle.read()))
-    assert manifest[0]["RepoTags"] == ["app:1.2.3", "app:1.2.3-linux_arm64"]
+    assert manifest[0]["RepoTags"] == ["app:1.2.3-arm64", "app:1.2.3-linux_arm64"]

@@ -8,6 +8,9 @@ Every bad case is a folder holding `binaries.yaml` (plus any source folders it n
      "schema_rejects": true | false | null,                   # see test_schema.py
      "env": {...},               # optional: the environment load_manifest sees (default {})
      "max_seconds": 0.5,         # optional: must fail within this time (bombs)
+     "problems": [{"line": L, "column": C, "path": "...", "message_contains": "...",
+                   "hint_contains": "..."}, ...],  # optional: every problem, in order
+                                                   # (test_manifest_all_errors.py)
      "xfail": {"load" | "cli" | "fast" | "schema": "reason"}}  # optional: known loader bugs
 
 `line`/`column` are null where the position is not part of the contract (bombs). Each case
@@ -68,6 +71,7 @@ def _expect(case: Path) -> Expect:
         "env",
         "max_seconds",
         "xfail",
+        "problems",
     }
     assert set(raw) <= known, f"{case.name}/expect.json: unknown keys {set(raw) - known}"
     xfail = raw.get("xfail", {})
@@ -318,10 +322,13 @@ def test_every_unset_variable_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as info:
         load_manifest(manifest, {"TAG": "v1"})
     found = [(p.path, p.message) for p in info.value.problems]
+    # With the schema's and the source's problems, in file order (issue 18, item 9).
     assert found == [
         ("project.version", "environment variable VERSION is not set"),
-        ("defaults.image.hubs.0", "environment variable HUB is not set"),
-        ("defaults.image.tags.2", "environment variable GIT_SHA is not set"),
+        ("defaults.image.hubs[0]", "environment variable HUB is not set"),
+        ("defaults.image.hubs[1]", "'x' is not allowed"),
+        ("defaults.image.tags[2]", "environment variable GIT_SHA is not set"),
+        ("binaries.app.source", "'.' has no pyproject.toml"),
     ]
 
 

@@ -67,7 +67,11 @@ class ImageKinds:
         """The chosen builder's declared inputs, without loading the builder."""
         if _uses_engine(action):
             return dockerfile_inputs(action, ctx, deps)
-        return daemonless_inputs(action, ctx, deps, level=GZIP_LEVEL)
+        from shipyard.dist import image_layout
+        from shipyard.oci.keep import with_kept  # light: what a subset build keeps
+
+        inputs = daemonless_inputs(action, ctx, deps, level=GZIP_LEVEL)
+        return with_kept(inputs, image_layout(ctx.dist, action.binaries[0]), action.platforms)
 
     def build(
         self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey

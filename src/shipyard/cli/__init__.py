@@ -96,16 +96,22 @@ def parser() -> argparse.ArgumentParser:
         "--cache", dest="remote", metavar="oci://HOST/REPO", help="also share a registry cache"
     )
     build.add_argument("--shard", metavar="I/N", help="build only slice I of N of the actions")
-    cache = sub.add_parser("cache", help="inspect or prune the action cache")
+    cache = sub.add_parser("cache", help="show or prune every part of the cache")
     cache.add_argument("action", choices=["prune", "info"])
     cache.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
     cache.add_argument(
-        "--max-size", default="2G", help="prune down to this size (bytes, or K/M/G; default 2G)"
+        "--max-size",
+        help="prune down to this size (bytes, or K/M/G/T; default $SHIPYARD_CACHE_MAX_SIZE, 10G)",
     )
     push = sub.add_parser(
         "push", parents=[_common(), _selection()], help="push built images to every hub"
     )
     push.add_argument("--tag", action="append", help="tags to push (default: image.tags)")
+    push.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="push an image that lacks some of the binary's declared platforms",
+    )
     release = sub.add_parser(
         "release",
         parents=[_common(), _selection()],
@@ -147,9 +153,18 @@ def _selected(args: argparse.Namespace) -> Selection:
 
 
 def _plan(args: argparse.Namespace, manifest: Manifest) -> Plan:
+    from shipyard.engine.plan import unbuildable
     from shipyard.engine.planning import plan_for
 
-    return plan_for(manifest, _selected(args), since=getattr(args, "since", None), env=os.environ)
+    selection = _selected(args)
+    since = getattr(args, "since", None)
+    plan = plan_for(manifest, selection, since=since, env=os.environ)
+    if args.command in ("build", "plan") and not (since and not plan.binaries):
+        # Named but unbuildable: exit 2 here; groups that leave nothing: say so.
+        note = unbuildable(plan, selection)
+        if note:
+            print(note, file=sys.stderr)
+    return plan
 
 
 def _affected(args: argparse.Namespace) -> int:
@@ -209,6 +224,8 @@ def _build(args: argparse.Namespace) -> int:
         return 0
     if args.dry_run:
         _print_plan(plan, args.json)
+        return 0
+    if not plan.actions:  # `_plan` said why; leave dist/ and its report as they are
         return 0
     from shipyard.builders import BUILDERS
     from shipyard.cli._console import Display
@@ -273,28 +290,57 @@ def _stamps(manifest: Manifest, plan: Plan, stamp: Stamp, override: str | None) 
     return {action: found[repr(i)] for action, i in by_action.items()}
 
 
-def _size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    number, unit = (text[:-1], text[-1].upper()) if text[-1:].upper() in units else (text, "")
-    if not number.isdigit():
-        raise UsageError(f"--max-size={text}: give bytes or a size like 500M or 2G")
-    return int(number) * units.get(unit, 1)
-
-
 def _cache(args: argparse.Namespace) -> int:
-    from shipyard.engine.cache.local import ActionCache
+    import datetime
+
+    from shipyard.engine.cache.local import MAX_SIZE_ENV, ActionCache, cache_limit, parse_size
+    from shipyard.engine.cache.usage import human_size
+
+    def sized(size: int) -> str:
+        return f"{human_size(size)} ({size} bytes)" if size >= 1024 else human_size(size)
 
     cache = ActionCache(default_cache_dir(args.cache_dir, os.environ))
+    limit = cache_limit(os.environ)
+    limit_text = (
+        f"automatic prune off ({MAX_SIZE_ENV}={os.environ.get(MAX_SIZE_ENV)})"
+        if limit is None
+        else f"limit {human_size(limit)} ({MAX_SIZE_ENV}, default 10G)"
+    )
     if args.action == "prune":
-        pruned = cache.prune(_size(args.max_size))
+        if args.max_size:
+            limit = parse_size(args.max_size, "--max-size")
+        elif limit is None:
+            raise UsageError(
+                f"{MAX_SIZE_ENV}={os.environ.get(MAX_SIZE_ENV)} turns the automatic prune off; "
+                "give the size to prune to: shipyard cache prune --max-size=10G"
+            )
+        pruned = cache.prune(limit)
         print(
-            f"removed {pruned.removed_entries} entries, {pruned.removed_bytes} bytes; "
-            f"{pruned.kept_bytes} bytes kept in {cache.root}"
+            f"removed {pruned.removed_entries} entries and {pruned.removed_files} other files, "
+            f"{sized(pruned.removed_bytes)}; {sized(pruned.kept_bytes)} kept in {cache.dir} "
+            f"(pruned to {human_size(limit)})"
         )
-    else:
-        entries = len(list(cache.actions.glob("*.json"))) if cache.actions.is_dir() else 0
-        size = cache.size() if cache.root.is_dir() else 0
-        print(f"{cache.root}: {entries} entries, {size} bytes")
+        if pruned.shared:
+            print(
+                "another build is using the cache: its base image blobs (oci/) and blobs "
+                "no entry names yet were kept; run `shipyard cache prune` again when none runs"
+            )
+        return 0
+    found = cache.usage()
+    print(f"{cache.dir}: {sized(found.managed)} stored by builds; {limit_text}")
+    for part in found.parts:
+        note = "" if part.pruned else ", not pruned, not counted"
+        print(f"  {part.folder + '/':<12}{part.what}{note}: {part.describe()}, {sized(part.size)}")
+    last = cache.last_auto_prune()
+    if last is not None:
+        when = datetime.datetime.fromtimestamp(last.time).strftime("%Y-%m-%d %H:%M:%S")
+        done = (
+            f"under its limit of {human_size(last.limit)}"
+            if last.removed_bytes is None
+            else f"over its limit of {human_size(last.limit)}, removed {sized(last.removed_bytes)}"
+            + (" (another build held what it uses)" if last.shared else "")
+        )
+        print(f"last automatic check, after a build at {when}: {sized(last.size)}, {done}")
     return 0
 
 
@@ -302,7 +348,7 @@ def _push(args: argparse.Namespace) -> int:
     from shipyard.artifacts import select
     from shipyard.dist import dist_dir, image_layout, report_file
     from shipyard.engine.report import read_artifacts
-    from shipyard.oci.remote.push import Publisher
+    from shipyard.oci.remote.push import Publisher, read_layout_image, require_platforms
 
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
@@ -312,6 +358,7 @@ def _push(args: argparse.Namespace) -> int:
     dist = dist_dir(manifest.root)
     built = read_artifacts(report_file(dist), manifest.root) or ()
     pushed = 0
+    ready = []
     for binary in plan.binaries:
         if "image" not in binary.outputs:
             continue
@@ -323,8 +370,14 @@ def _push(args: argparse.Namespace) -> int:
                 f"{binary.name}: no image in {layout}; run `shipyard build "
                 f"--binary={binary.name} --output=image` first"
             )
+        image = read_layout_image(layout)
+        # Every image is checked before the first is pushed: all of them go, or none.
+        if not args.allow_partial:
+            require_platforms(binary.name, layout, image, binary.platforms)
+        ready.append((binary, image))
+    for binary, image in ready:
         tags = split_flag(args.tag) or binary.image.tags
-        for result in publisher.push(binary.name, layout, binary.image.hubs, tags):
+        for result in publisher.push(binary.name, image, binary.image.hubs, tags):
             print(f"{result.name}@{result.digest} tags: {', '.join(result.tags)}")
             pushed += 1
     if not pushed:

@@ -36,6 +36,7 @@ __all__ = [
     "make_plan",
     "shard",
     "split_flag",
+    "unbuildable",
     "version_inputs",
 ]
 
@@ -247,7 +248,9 @@ def make_plan(
         platforms = tuple(
             p for p in binary.platforms if not selection.platforms or p in selection.platforms
         )
-        if not outputs:
+        reason = _nothing_left(binary, outputs, platforms, selection)
+        if reason:
+            skips.append(Skip(binary.name, reason))
             continue
         project = workspace.project_at(binary.source) if workspace is not None else None
         key = project.key if project is not None else ""
@@ -281,6 +284,71 @@ def make_plan(
     kept = [a for a in actions.values() if a.kind != "wheel" or a.id in wanted]
     ordered = sorted(kept, key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id))
     return Plan(manifest, tuple(chosen), tuple(ordered), tuple(skips), workspace)
+
+
+def _nothing_left(
+    binary: Binary, outputs: Sequence[str], platforms: Sequence[str], selection: Selection
+) -> str:
+    """Why `--output`/`--platform` leave `binary` nothing to build, or '' if they do not."""
+    if not outputs:
+        return (
+            f"no output left: it builds {', '.join(binary.outputs)}; "
+            f"--output asked for {', '.join(selection.outputs)}"
+        )
+    if "wheel" not in outputs and not platforms:  # a wheel is for every platform
+        return (
+            f"no platform left for its {' and '.join(outputs)}: it builds for "
+            f"{', '.join(binary.platforms)}; --platform asked for {', '.join(selection.platforms)}"
+        )
+    return ""
+
+
+def _flags(selection: Selection) -> str:
+    flags = [
+        f"--{flag}={','.join(values)}"
+        for flag, values in (
+            ("target", selection.targets),
+            ("binary", selection.binaries),
+            ("output", selection.outputs),
+            ("platform", selection.platforms),
+        )
+        if values
+    ]
+    return " ".join(flags) or "all binaries"
+
+
+def unbuildable(plan: Plan, selection: Selection) -> str:
+    """What of `selection` the plan cannot build, said before anything is built.
+
+    Something named explicitly that cannot be built is a UsageError (exit 2), as Bazel
+    and Cargo refuse an explicitly named target they cannot build: a `--binary` left
+    with nothing (its outputs, platforms or hosts rule it out), or an `--output` or
+    `--platform` under which nothing at all is left. Groups alone (`--target`, or
+    all binaries by default) that leave nothing are an outcome, not an error: the
+    returned note says what was selected and why nothing remains (a CI job may run a
+    group on a host none of its binaries builds on). '' when there is something to
+    build and every named binary is part of it.
+    """
+    reasons = {skip.binary: skip.reason for skip in plan.skips}
+    named = [name for name in selection.binaries if name in reasons]
+    if plan.actions and not named:
+        return ""
+    if plan.actions:
+        lines = [f"  {name}: {reasons[name]}" for name in named]
+        raise UsageError(
+            f"{_flags(selection)}: cannot build {', '.join(named)}:\n"
+            + "\n".join(lines)
+            + "\nleave it out of --binary, or change the selection or binaries.yaml"
+        )
+    lines = [f"  {skip.binary}: {skip.reason}" for skip in plan.skips]
+    if not lines:
+        lines = ["  the selection holds no binaries"]
+    text = f"nothing to build for {_flags(selection)}:\n" + "\n".join(lines)
+    if selection.binaries or selection.outputs or selection.platforms:
+        raise UsageError(
+            text + "\nchange --binary/--output/--platform, or the binary's entry in binaries.yaml"
+        )
+    return text
 
 
 def version_inputs(plan: Plan) -> dict[str, Inputs]:

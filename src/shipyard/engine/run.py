@@ -10,7 +10,7 @@ from pathlib import Path
 
 from shipyard._fs import exclusive, remove_stale_temps
 from shipyard.dist import dist_dir, lock_file, report_file, source_digests_file
-from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache
+from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
 from shipyard.engine.proc import reset
 from shipyard.engine.report import write_report
@@ -81,6 +81,8 @@ def execute(
     ends the running subprocesses, and their builders remove their temporaries.
     `git` shares what git ignores (see GitIgnored.prefetch).
     `stamps` are per-action stamps by action id (see `BuildContext.stamps`).
+    A build that stored anything in the cache then prunes it to its limit
+    (`ActionCache.auto_prune`, $SHIPYARD_CACHE_MAX_SIZE, default 10G).
     """
     root = plan.manifest.root
     dist = dist_dir(root)
@@ -102,8 +104,12 @@ def execute(
         stamps=dict(stamps or {}),
     )
     chosen: dict[str, Builder | Wrapped] = dict(builders)
+    local: ActionCache | None = None
+    limit: int | None = None
     if options.cache_dir is not None:
-        cache: OutputCache = ActionCache(options.cache_dir)
+        limit = cache_limit(build_env)  # a bad $SHIPYARD_CACHE_MAX_SIZE: exit 2 before building
+        local = ActionCache(options.cache_dir)
+        cache: OutputCache = local
         if options.remote:
             from shipyard.engine.cache.remote import RemoteCache, TieredCache, parse_cache_url
             from shipyard.oci.remote.push import default_registry
@@ -132,4 +138,6 @@ def execute(
             raise
         report = write_report(plan, results, ctx, durations)
         digests.save()
+    if local is not None:
+        local.auto_prune(limit)  # only when this build stored something: not on a no-op
     return BuildRun(plan, ctx, tuple(results), report)

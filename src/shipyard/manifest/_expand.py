@@ -10,7 +10,7 @@ from shipyard.errors import Location, ManifestError, Problem
 from shipyard.manifest._report import MAX_PROBLEMS, capped, dotted, shown
 from shipyard.manifest._yaml import KeyPath, Positions
 
-__all__ = ["expand"]
+__all__ = ["expand", "expand_all"]
 
 # ${NAME} or ${NAME:-default}; "$$" writes a literal "$". The default is literal
 # text: no nested expansion, so no expansion loops are possible. Any other closed
@@ -24,7 +24,11 @@ class _Expansion:
     """Expands one string, adding a problem for each bad or unset reference."""
 
     def __init__(
-        self, env: Mapping[str, str], path: KeyPath, positions: Positions, problems: list[Problem]
+        self,
+        env: Mapping[str, str],
+        path: KeyPath,
+        positions: Positions,
+        problems: list[tuple[KeyPath, Problem]],
     ) -> None:
         self.env = env
         self.path = path
@@ -38,7 +42,8 @@ class _Expansion:
         return node.value
 
     def _problem(self, offset: int, message: str, hint: str) -> None:
-        self.problems.append(Problem(self._where(offset), dotted(self.path), message, hint))
+        problem = Problem(self._where(offset), dotted(self.path), message, hint)
+        self.problems.append((self.path, problem))
 
     def run(self, text: str) -> str:
         out: list[str] = []
@@ -87,7 +92,21 @@ class _Expansion:
 
 def expand(value: Any, env: Mapping[str, str], positions: Positions) -> Any:
     """Return `value` with every `${}` in its strings expanded; report all unset variables."""
-    problems: list[Problem] = []
+    result, problems = expand_all(value, env, positions)
+    if problems:
+        raise ManifestError(capped([problem for _, problem in problems]))
+    return result
+
+
+def expand_all(
+    value: Any, env: Mapping[str, str], positions: Positions
+) -> tuple[Any, list[tuple[KeyPath, Problem]]]:
+    """`value` expanded as far as it goes, and each bad or unset reference with its path.
+
+    A string with a problem keeps its unexpanded text, so later checks can tell which
+    values to leave alone.
+    """
+    problems: list[tuple[KeyPath, Problem]] = []
 
     def walk(item: Any, path: KeyPath) -> Any:
         if isinstance(item, str):
@@ -100,7 +119,4 @@ def expand(value: Any, env: Mapping[str, str], positions: Positions) -> Any:
             return [walk(v, (*path, i)) for i, v in enumerate(item)]
         return item
 
-    result = walk(value, ())
-    if problems:
-        raise ManifestError(capped(problems))
-    return result
+    return walk(value, ()), problems

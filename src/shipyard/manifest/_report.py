@@ -7,6 +7,8 @@ lines.
 
 from __future__ import annotations
 
+import re
+
 from shipyard.errors import Problem
 
 __all__ = ["MAX_PROBLEMS", "capped", "dotted", "shown"]
@@ -14,6 +16,7 @@ __all__ = ["MAX_PROBLEMS", "capped", "dotted", "shown"]
 # Enough to fix a manifest in one go; more would bury the first one.
 MAX_PROBLEMS = 20
 _MAX_SHOWN = 60
+_SEPARATOR = re.compile(r"[.\[\]]")
 
 
 def shown(value: object) -> str:
@@ -29,9 +32,19 @@ def shown(value: object) -> str:
 
 
 def dotted(path: tuple[str | int, ...]) -> str:
-    """A key path as `binaries.app.outputs.0`, each part cut to a readable length."""
-    parts = [str(part) for part in path]
-    return ".".join(p if len(p) <= _MAX_SHOWN and p.isprintable() else shown(p) for p in parts)
+    """A key path as `binaries.app.outputs[0]`: keys joined by dots, list indexes in brackets.
+
+    The one way every manifest problem writes a path. A key that would read as more
+    than one part (a dot or bracket in it), or that is long or unprintable, is quoted.
+    """
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        plain = len(part) <= _MAX_SHOWN and part.isprintable() and not _SEPARATOR.search(part)
+        out += ("." if out else "") + (part if plain and part else shown(part))
+    return out
 
 
 def capped(problems: list[Problem], total: int | None = None) -> list[Problem]:

@@ -11,12 +11,17 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from shipyard.errors import Location, ManifestError, Problem
-from shipyard.manifest._expand import expand
-from shipyard.manifest._lock import lock_problems
+from shipyard.manifest._expand import expand_all
 from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc, ZipappDoc
+from shipyard.manifest._references import (
+    Folders,
+    Resolved,
+    check_references,
+    requirements,
+    source,
+)
 from shipyard.manifest._report import MAX_PROBLEMS, capped, dotted, shown
 from shipyard.manifest._types import (
-    ALL_GROUP,
     Binary,
     Image,
     Manifest,
@@ -140,8 +145,9 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
     return Problem(where, dotted(loc), f"{message}, got {type(value).__name__}", hint)
 
 
-def _problems(errors: list[Any], positions: Positions) -> list[Problem]:
-    """Problems for pydantic's errors, leaving out knock-on ones.
+def _problems(errors: list[Any], positions: Positions) -> tuple[list[Problem], int]:
+    """Problems for pydantic's errors, leaving out knock-on ones; and how many errors
+    were left unread.
 
     A misspelt required key shows up twice: "unknown key 'sorce'" and "required
     key 'source' is missing". The first, with its did-you-mean, says it all.
@@ -159,7 +165,7 @@ def _problems(errors: list[Any], positions: Positions) -> list[Problem]:
         for p in problems
         if not (p.message.startswith("required key") and tuple(p.path.rsplit(".", 1)) in typos)
     ]
-    return capped(kept, len(kept) + len(errors) - len(problems))
+    return kept, len(errors) - len(problems)
 
 
 def _what(loc: KeyPath) -> str:
@@ -215,37 +221,6 @@ def _repository_root(manifest_dir: Path) -> Path:
     return manifest_dir
 
 
-def _inside(
-    text: str, base: Path, root: Path, where: Location, key: str, problems: list[Problem]
-) -> Path | None:
-    """`text` resolved against `base`, or None (with a problem) if it leaves `root`."""
-    try:
-        path = (base / text).resolve()
-        inside = path.is_relative_to(root)
-    except (OSError, RuntimeError, ValueError) as exc:  # too long, a symlink loop
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        problems.append(Problem(where, key, f"{shown(text)} is not a usable path: {reason}"))
-        return None
-    if not inside:
-        problems.append(
-            Problem(
-                where,
-                key,
-                f"{shown(text)} leaves the repository ({root})",
-                "point at a path inside the repository",
-            )
-        )
-        return None
-    return path
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:
-        return False
-
-
 def _binary(
     name: str,
     doc: BinaryDoc,
@@ -255,23 +230,27 @@ def _binary(
     base: Path,
     positions: Positions,
     problems: list[Problem],
+    resolved: Resolved | None = None,
 ) -> Binary:
+    """The binary `name` with the defaults merged in. Its source folder and lock file
+    are checked (problems appended), unless `resolved` holds them, checked already."""
     d = defaults.defaults
-    where = positions.node(("binaries", name, "source")).value
-    key = f"binaries.{name}.source"
-    source = _inside(doc.source, base, root, where, key, problems)
-    if source is not None and not _is_file(source / "pyproject.toml"):
-        problems.append(
-            Problem(
-                where,
-                key,
-                f"{shown(doc.source)} has no pyproject.toml",
-                "point at the folder that holds the project's pyproject.toml",
-            )
+    if resolved is None:
+        folder = source(
+            doc.source,
+            where=positions.node(("binaries", name, "source")).value,
+            key=dotted(("binaries", name, "source")),
+            root=root,
+            base=base,
+            folders=Folders(base),
+            problems=problems,
         )
+        lock = requirements(name, doc.requirements, root, base, positions, problems)
+    else:
+        folder, lock = resolved
     return Binary(
         name=name,
-        source=base / doc.source if source is None else source,
+        source=base / doc.source if folder is None else folder,
         entrypoint=doc.entrypoint,
         outputs=tuple(dict.fromkeys(doc.outputs or d.outputs or _DEFAULT_OUTPUTS)),
         platforms=tuple(dict.fromkeys(doc.platforms or d.platforms or _DEFAULT_PLATFORMS)),
@@ -279,7 +258,7 @@ def _binary(
         image=_merge_image(d.image, doc.image),
         smoke=tuple(doc.smoke if doc.smoke is not None else d.smoke or ()),
         zipapp=_merge_zipapp(d.zipapp, doc.zipapp),
-        requirements=_requirements(name, doc, root, base, positions, problems),
+        requirements=lock,
     )
 
 
@@ -291,135 +270,75 @@ def _merge_zipapp(default: ZipappDoc | None, own: ZipappDoc | None) -> Zipapp:
     return Zipapp(**merged)
 
 
-def _requirements(
-    name: str,
-    doc: BinaryDoc,
-    root: Path,
-    base: Path,
-    positions: Positions,
-    problems: list[Problem],
-) -> Path | None:
-    if doc.requirements is None:
-        return None
-    where = positions.node(("binaries", name, "requirements")).value
-    key = f"binaries.{name}.requirements"
-    path = _inside(doc.requirements, base, root, where, key, problems)
-    if path is None:
-        return base / doc.requirements
-    if not _is_file(path):
-        problems.append(
-            Problem(
-                where,
-                key,
-                f"no lock file at {shown(doc.requirements)}",
-                "create it, e.g. uv pip compile --generate-hashes",
-            )
-        )
-    else:
-        problems.extend(lock_problems(path, key))
-    return path
+def _in_order(
+    manifest: Path, problems: list[Problem], anchors: Mapping[str, Location], unread: int
+) -> list[Problem]:
+    """The problems in the order of the file, capped; a lock file's problems follow the
+    manifest key that names the lock file (`anchors`, by key path)."""
 
+    def place(problem: Problem) -> tuple[int, int, int, int]:
+        at = problem.location
+        if at.file == manifest:
+            return (at.line, at.column, 0, 0)
+        anchor = anchors.get(problem.path, Location(manifest, 1 << 30, 0))
+        return (anchor.line, anchor.column, at.line, at.column)
 
-def _dockerfiles(
-    doc: ManifestDoc, root: Path, positions: Positions, problems: list[Problem]
-) -> None:
-    """Dockerfiles stay in the repository: the engine is sent the folder around one."""
-    images: list[tuple[KeyPath, ImageDoc | None]] = [
-        (("defaults", "image", "dockerfile"), doc.defaults.image),
-        *((("binaries", n, "image", "dockerfile"), b.image) for n, b in doc.binaries.items()),
-    ]
-    for path, image in images:
-        if image is not None and image.dockerfile is not None:
-            # Relative to the repository root, as the Dockerfile builder reads it.
-            where = positions.node(path).value
-            _inside(image.dockerfile, root, root, where, dotted(path), problems)
-
-
-def _resolve_groups(
-    doc: ManifestDoc, positions: Positions, problems: list[Problem]
-) -> dict[str, tuple[str, ...]]:
-    names = set(doc.binaries)
-    for group in doc.groups:
-        if group == ALL_GROUP:
-            problems.append(
-                Problem(
-                    positions.node(("groups", group)).key,
-                    f"groups.{group}",
-                    "'all' is implicit and cannot be declared",
-                    "rename the group",
-                )
-            )
-        elif group in names:
-            problems.append(
-                Problem(
-                    positions.node(("groups", group)).key,
-                    f"groups.{group}",
-                    f"'{group}' is both a group and a binary",
-                    "give the group another name",
-                )
-            )
-    resolved: dict[str, tuple[str, ...]] = {}
-
-    def visit(group: str, trail: tuple[str, ...]) -> tuple[str, ...]:
-        if group in resolved:
-            return resolved[group]
-        members: list[str] = []
-        for i, member in enumerate(doc.groups[group]):
-            if member in names:
-                members.append(member)
-            elif member in doc.groups and member != group and member not in trail:
-                members.extend(visit(member, (*trail, group)))
-            else:
-                where = positions.node(("groups", group, i)).value
-                if member in doc.groups or member == group:
-                    loop = (*trail, group)
-                    cycle = " -> ".join((*loop[loop.index(member) :], member))
-                    problems.append(
-                        Problem(
-                            where,
-                            f"groups.{group}[{i}]",
-                            f"group cycle: {cycle}",
-                            "remove one of the links",
-                        )
-                    )
-                else:
-                    hint = did_you_mean(member, names | set(doc.groups)) or (
-                        "known binaries: "
-                        + ", ".join(sorted(names)[:10])
-                        + (", ..." if len(names) > 10 else "")
-                    )
-                    problems.append(
-                        Problem(
-                            where,
-                            f"groups.{group}[{i}]",
-                            f"unknown binary or group '{member}'",
-                            hint,
-                        )
-                    )
-        resolved[group] = tuple(dict.fromkeys(members))
-        return resolved[group]
-
-    for group in doc.groups:
-        visit(group, ())
-    resolved[ALL_GROUP] = tuple(sorted(names))
-    return resolved
+    ordered = sorted(problems, key=place)
+    return capped(ordered, len(ordered) + unread)
 
 
 def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
-    """Parse, expand and validate manifest bytes; raise ManifestError listing problems."""
-    raw, positions = load_yaml(path, data)
+    """Parse, expand and validate manifest bytes; raise ManifestError listing problems.
+
+    Every problem is reported at once, in the order of the file: the YAML's (but a
+    syntax error stops the reading), the expansion's, the schema's, and those of what
+    the manifest refers to (folders, lock files, group members). A value with a
+    problem of its own is not checked again by a later stage, which would only
+    repeat it in other words.
+    """
+    raw, positions = load_yaml(path, data, keep_going=True)
+    found = list(positions.problems)
     if not isinstance(raw, dict):
         node = positions.node(())
-        raise ManifestError(
-            [Problem(node.value, "", "the manifest must be a mapping", "start with 'schema: 1'")]
-        )
-    raw = expand(raw, env, positions)
+        problems = [problem for _, problem in found]
+        if not any(key == () for key, _ in found):  # an unreadable scalar says it all
+            problems.append(
+                Problem(node.value, "", "the manifest must be a mapping", "start with 'schema: 1'")
+            )
+        raise ManifestError(_in_order(path, problems, {}, 0))
+    raw, unexpanded = expand_all(raw, env, positions)
+    found += unexpanded
+    spoilt = {key for key, _ in found if key is not None}
     try:
-        doc = ManifestDoc.model_validate(raw)
+        doc: ManifestDoc | None = ManifestDoc.model_validate(raw)
+        errors: list[Any] = []
     except ValidationError as exc:
-        raise ManifestError(_problems(exc.errors(include_url=False), positions)) from None
-    problems: list[Problem] = []
+        doc = None
+        errors = [e for e in exc.errors(include_url=False) if not _under(tuple(e["loc"]), spoilt)]
+    problems = [problem for _, problem in found]
+    schema_problems, unread = _problems(errors, positions)
+    problems += schema_problems
+    spoilt.update(tuple(e["loc"]) for e in errors)
     root = _repository_root(path.parent)
+    resolved, groups = check_references(
+        raw,
+        root=root,
+        base=path.parent,
+        positions=positions,
+        problems=problems,
+        bad=lambda key: _under(key, spoilt),
+    )
+    if problems or doc is None:
+        names = raw.get("binaries")
+        anchors = (
+            {
+                dotted(key): positions.node(key).value
+                for key in (("binaries", n, "requirements") for n in names)
+            }
+            if isinstance(names, dict)
+            else {}
+        )
+        raise ManifestError(_in_order(path, problems, anchors, unread))
     binaries = {
         name: _binary(
             name,
@@ -429,14 +348,16 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
             base=path.parent,
             positions=positions,
             problems=problems,
+            resolved=resolved[name],
         )
         for name, b in doc.binaries.items()
     }
-    _dockerfiles(doc, root, positions, problems)
-    groups = _resolve_groups(doc, positions, problems)
-    if problems:
-        raise ManifestError(capped(problems))
     project = Project(doc.project.name, doc.project.version, doc.project.python)
     return Manifest(
         path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)
     )
+
+
+def _under(key: KeyPath, spoilt: set[KeyPath]) -> bool:
+    """Whether `key` is, or is inside, a value that has a problem already."""
+    return any(key[:n] in spoilt for n in range(len(key) + 1))

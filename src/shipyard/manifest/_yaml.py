@@ -62,6 +62,10 @@ class Positions:
     def __init__(self, file: Path) -> None:
         self.file = file
         self._nodes: dict[KeyPath, Node] = {}
+        # What was wrong but did not stop the reading, with the path of the value it
+        # spoils: a scalar that cannot be read; None for a duplicate key, whose first
+        # value stands.
+        self.problems: list[tuple[KeyPath | None, Problem]] = []
 
     def add(self, path: KeyPath, node: Node) -> None:
         """Record where `path` is."""
@@ -284,22 +288,26 @@ class _Builder:
         elif isinstance(node, yaml.SequenceNode):
             value = [self.build(item, (*path, i), None) for i, item in enumerate(node.value)]
         else:
-            value = self._scalar(node)
+            value = self._scalar(node, path)
         self.built[id(node)] = (value, self.count - start)
         return value
 
-    def _scalar(self, node: yaml.Node) -> Any:
+    def _scalar(self, node: yaml.Node, path: KeyPath) -> Any:
         try:
             return self.loader.construct_object(node, deep=True)
         except (ValueError, KeyError, OverflowError) as exc:
-            # e.g. a 5000-digit number, 2024-13-45, or `!!bool maybe`
+            # e.g. a 5000-digit number, 2024-13-45, or `!!bool maybe`: reported, and the
+            # text stands in for the value so that the rest of the file is still checked.
             reason = exc.args[0] if exc.args and isinstance(exc.args[0], str) else type(exc)
-            _fail(
-                self.file,
-                node.start_mark,
-                f"cannot read {shown(node.value)} as a {node.tag.replace(_CORE, '')}: {reason}",
+            message = f"cannot read {shown(node.value)} as a {node.tag.replace(_CORE, '')}"
+            problem = Problem(
+                _loc(self.file, node.start_mark),
+                dotted(path),
+                f"{message}: {reason}",
                 "quote it to make it a string",
             )
+            self.positions.problems.append((path, problem))
+            return str(node.value)
 
     def _merged(self, node: yaml.Node, path: KeyPath) -> list[dict[str, Any]]:
         """The mappings a "<<" key merges in, in the order YAML gives them priority."""
@@ -323,14 +331,16 @@ class _Builder:
             # Keys are names: take them as written, so `1.10:` is "1.10" and `yes:` is "yes".
             key = str(key_node.value)
             if key in out:
+                # The first one counts; the rest of the file is still checked.
                 first = self.positions.node((*path, key)).key
-                _fail(
-                    self.file,
-                    key_node.start_mark,
+                problem = Problem(
+                    _loc(self.file, key_node.start_mark),
+                    dotted((*path, key)),
                     f"duplicate key {shown(key)}",
                     f"it is already set at line {first.line}; keep one",
-                    dotted((*path, key)),
                 )
+                self.positions.problems.append((None, problem))
+                continue
             out[key] = self.build(value_node, (*path, key), key_node.start_mark)
         # The mapping's own keys win over merged ones; earlier merge sources win
         # over later ones (YAML's merge key).
@@ -346,8 +356,13 @@ def _new_loader(text: str) -> yaml.SafeLoader:
     return loader
 
 
-def load_yaml(file: Path, data: bytes) -> tuple[Any, Positions]:
-    """Parse one YAML document into plain values and the positions of its nodes."""
+def load_yaml(file: Path, data: bytes, *, keep_going: bool = False) -> tuple[Any, Positions]:
+    """Parse one YAML document into plain values and the positions of its nodes.
+
+    A syntax error stops the reading. A duplicate key or a scalar that cannot be
+    read raises too, unless `keep_going`: then it is left in `Positions.problems`
+    and the first key, or the scalar's text, stands in.
+    """
     text = _decode(file, data)
     if not text.strip() or all(
         not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()
@@ -387,4 +402,6 @@ def load_yaml(file: Path, data: bytes) -> tuple[Any, Positions]:
         ) from None
     finally:
         loader.dispose()
+    if builder.positions.problems and not keep_going:
+        raise ManifestError([problem for _, problem in builder.positions.problems])
     return value, builder.positions

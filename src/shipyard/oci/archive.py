@@ -4,6 +4,10 @@ A written archive holds one image: `manifest.json` (config, tags and layer file
 names, which Docker reads), and, so that OCI tools read it too, `oci-layout`
 and `index.json`; the blobs live under `blobs/sha256/` for both. Docker accepts
 gzip layers in an archive, so layer blobs go in unchanged.
+
+An image's tarballs are one per platform, and each carries tags of its own
+(`archive_tags`): loading the amd64 and then the arm64 tarball keeps both, where
+one shared `name:version` tag would silently move to the last one loaded.
 """
 
 from __future__ import annotations
@@ -28,13 +32,30 @@ from shipyard.oci.model import (
     manifest_descriptor,
 )
 
-__all__ = ["read_docker_archive", "write_docker_archive"]
+__all__ = ["archive_tags", "platform_suffix", "read_docker_archive", "write_docker_archive"]
 
 _BLOBS = "blobs/sha256/"
 
 
 def _name(digest: str) -> str:
     return _BLOBS + digest.partition(":")[2]
+
+
+def platform_suffix(platform: str) -> str:
+    """What a platform adds to a tag: `linux/amd64` -> `amd64`, `linux/arm/v7` -> `arm-v7`.
+
+    Every platform shipyard builds is a Linux one, so the OS is left out.
+    """
+    os_name, _, rest = platform.partition("/")
+    return (rest if os_name == "linux" else platform).replace("/", "-")
+
+
+def archive_tags(name: str, tag: str, platform: str) -> list[str]:
+    """The tags of `platform`'s tarball of the image `name`:`tag`, none shared with another
+    platform's: `name:tag-amd64` first, then `name:tag-linux_amd64` (the older spelling).
+    """
+    short = f"{name}:{tag}-{platform_suffix(platform)}"
+    return list(dict.fromkeys((short, f"{name}:{tag}-{platform.replace('/', '_')}")))
 
 
 def write_docker_archive(path: Path, image: Image, tags: Sequence[str], epoch: int) -> str:

@@ -12,7 +12,10 @@ Layouts and registries may hold either family of media types, OCI or Docker
 schema 2 (what `docker push` writes); the image built on them is OCI.
 Each requested platform takes the first source that has it. Layer blobs are
 used as they are, never re-compressed: a layout's blobs in place, others from
-the blob store (the cache), where blobs are kept by digest. Every image's
+the blob store (the cache), where blobs are kept by digest and touched (mtime)
+when a build uses them, so a prune of the cache removes the least recently used
+first; a process using the store holds the cache's lock shared, so a prune in
+another process keeps them (`shipyard.engine.cache.local`). Every image's
 layers are checked once, in order (`check_base_layers`): a base whose layers
 would write outside the root they are unpacked into, alone or through a link an
 earlier layer made, is refused, whatever its source.
@@ -20,6 +23,7 @@ earlier layer made, is refused, whatever its source.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,9 +57,24 @@ class Base:
 
 
 def blob_store(env: Mapping[str, str]) -> BlobStore:
-    """The blob store in the cache: $SHIPYARD_CACHE_DIR/oci, else the user cache (XDG)."""
-    root = env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")
-    return BlobStore(Path(root).expanduser() / "oci")
+    """The blob store in the cache: $SHIPYARD_CACHE_DIR/oci, else the user cache (XDG).
+
+    The process joins the cache (holds its lock shared) for as long as it runs:
+    blobs it has located stay while it may still read or link them, even with
+    `--no-cache`, which only leaves the action cache out.
+    """
+    from shipyard.engine.cache.local import join_cache  # the cache's lock has one home
+
+    root = Path(env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")).expanduser()
+    join_cache(root)
+    return BlobStore(root / "oci")
+
+
+def _used(path: Path, store: BlobStore) -> None:
+    """Mark a blob of the store as used now (a prune removes the least recently used)."""
+    if path.is_relative_to(store.root):
+        with contextlib.suppress(OSError):  # another user's blob: it ages, and is fetched again
+            os.utime(path)
 
 
 def _from_rootfs(path: Path, platform: Platform, store: BlobStore) -> Base:
@@ -126,6 +145,8 @@ def load_base(
         raise OCIError(f"base image {spec} has no image for {', '.join(absent)}")
     checked: set[tuple[str, ...]] = set()
     for each in found.values():
+        for layer in each.image.layers:
+            _used(layer.path, store)
         chain = tuple(layer.descriptor.digest for layer in each.image.layers)
         if chain not in checked:
             try:
@@ -166,6 +187,8 @@ def _from_registry(
         if not path.is_file() or path.stat().st_size != desc.size:
             path.parent.mkdir(parents=True, exist_ok=True)
             registry.pull_blob(ref.repository, desc.digest, path, size=desc.size)
+        else:
+            _used(path, store)
         return path
 
     top = Descriptor(media_type, digest, len(data))

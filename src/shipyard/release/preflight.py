@@ -67,13 +67,52 @@ class Preflight:
                         f"version {version} is already released: git tag {tag} exists; "
                         "choose a new version"
                     )
-        folder = ctx.release_dir
-        restage = ctx.resuming or ctx.options.clean or ctx.options.snapshot or ctx.options.dry_run
-        if folder.exists() and not restage:
-            raise UsageError(f"{folder} already exists; remove it or pass --clean to stage again")
+        self._platforms(ctx)
+        self._folder(ctx)
         if ctx.publishing:
             self._hubs(ctx)
             self._index(ctx)
+
+    @staticmethod
+    def _folder(ctx: ReleaseContext) -> None:
+        """dist/release/<version> must be free, for a snapshot too (--clean replaces it).
+
+        A resumed release publishes the folder it staged; a dry run stages into its
+        own scratch folder (<version>.dry-run), replaced whole on every run.
+        """
+        folder = ctx.release_dir
+        if not folder.exists() or ctx.resuming or ctx.options.clean or ctx.options.dry_run:
+            return
+        what = "a snapshot of this commit is" if ctx.options.snapshot else "a release is"
+        raise UsageError(
+            f"{folder} already exists ({what} staged there); pass --clean to replace it "
+            "whole, or remove it"
+        )
+
+    @staticmethod
+    def _platforms(ctx: ReleaseContext) -> None:
+        """Every image of a release holds every platform its binary declares.
+
+        `--platform` narrows what a build makes; a release that published such a
+        subset under the version's tags would leave the other platforms out of them.
+        A resumed release publishes what it staged (validated when it was made).
+        """
+        if ctx.resuming:
+            return
+        for binary in ctx.image_binaries():
+            action = next(
+                (a for a in ctx.plan.actions if a.kind == "image" and binary.name in a.binaries),
+                None,
+            )
+            if action is None:
+                continue  # no image at all: validate says so
+            missing = [p for p in binary.platforms if p not in action.platforms]
+            if missing:
+                raise UsageError(
+                    f"--platform leaves platform(s) {', '.join(missing)} out of {binary.name}'s "
+                    "image, and a release ships every declared platform; drop --platform (or "
+                    "build the subset with `shipyard build --platform` instead)"
+                )
 
     def _resume(self, ctx: ReleaseContext) -> None:
         journal_path = ctx.release_dir / JOURNAL_NAME
@@ -130,8 +169,14 @@ class Preflight:
         if "wheel" not in {o for b in ctx.plan.binaries for o in b.outputs}:
             return  # wheels built only as inputs of zipapps and images are not published
         if ctx.index is None:
+            if ctx.options.dry_run:
+                return  # publish reports each wheel as staged, not uploaded
+            # A release never leaves out a declared output: once its tags move the
+            # version is released, and the wheels could only be uploaded by hand.
             raise UsageError(
-                "wheels are to be published but no package index is set; set SHIPYARD_INDEX_URL, "
-                "SHIPYARD_INDEX_USER and SHIPYARD_INDEX_PASSWORD"
+                "wheels are to be released (a binary declares the wheel output) but no package "
+                "index is set; set SHIPYARD_INDEX_URL, SHIPYARD_INDEX_USER and "
+                "SHIPYARD_INDEX_PASSWORD (or pass --index-url); --dry-run and --snapshot "
+                "need no index"
             )
         ctx.index.check_credentials()

@@ -4,8 +4,9 @@ Publish works from dist/release/<version>/ alone, in three phases, so that a
 failure part-way never leaves a partly public release behind a tag:
 
 1. every staged file is checked against release.json (a wheel's sha256, every
-   blob and manifest of an image layout against its digest); a mismatch stops
-   the release with exit 2 naming the file, before anything is sent;
+   blob and manifest of an image layout against its digest), and a file the
+   stage did not write (absent from SHA256SUMS) is refused; either stops the
+   release with exit 2 naming the file, before anything is sent;
 2. every image goes to every hub by digest (blobs, platform manifests, the
    index), then every wheel goes to the package index;
 3. only when all of that succeeded do tags move: the version tag on every hub,
@@ -38,8 +39,17 @@ from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
+from shipyard.release.staging import SUMS
 
-__all__ = ["Publish", "PublishError", "Verify", "check_staged", "publish_steps"]
+__all__ = [
+    "NO_INDEX",
+    "Publish",
+    "PublishError",
+    "Verify",
+    "check_staged",
+    "check_unlisted",
+    "publish_steps",
+]
 
 
 class PublishError(ShipyardError):
@@ -88,6 +98,9 @@ def publish_steps(staged: dict[str, Any]) -> list[str]:
             steps.append(f"wheel {Path(art['path']).name}")
     steps += [_tag_step(hub, art, tag) for art, hub, tag in _tag_order(staged)]
     return steps
+
+
+NO_INDEX = "no package index is set (SHIPYARD_INDEX_URL or --index-url)"
 
 
 def _index(ctx: ReleaseContext) -> PackageIndex:
@@ -167,6 +180,29 @@ def check_staged(folder: Path, staged: dict[str, Any]) -> dict[str, LayoutImage]
     return images
 
 
+def check_unlisted(folder: Path) -> None:
+    """Refuse a file in `folder` that was not staged (not in its SHA256SUMS).
+
+    Staging lists every file it writes in SHA256SUMS (all but the sums and the
+    journal); a file found beside them came later (a resumed release skips the
+    stage stage) and must not ride along with the release.
+    """
+    sums = folder / SUMS
+    try:
+        text = sums.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        raise UsageError(
+            f"{sums} is missing or unreadable; pass --clean to stage the release again"
+        ) from None
+    listed = {line.partition("  ")[2] for line in text.splitlines()} | {SUMS, JOURNAL_NAME}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.relative_to(folder).as_posix() not in listed:
+            raise UsageError(
+                f"{path} is in the staged release but was not staged (SHA256SUMS does not "
+                "list it); nothing was sent. Remove it, or pass --clean to stage again"
+            )
+
+
 class _Steps:
     """What wraps every publish step: the journal and the dry run.
 
@@ -193,7 +229,9 @@ class _Steps:
 
 
 def _would_upload(ctx: ReleaseContext, step: str) -> str:
-    return f"would upload {step} to {_index(ctx).url}"
+    if ctx.index is None:  # a dry run needs no index (preflight stops a release without one)
+        return f"would stage {step} but not upload it: {NO_INDEX}"
+    return f"would upload {step} to {ctx.index.url}"
 
 
 class Publish:
@@ -209,6 +247,7 @@ class Publish:
         """Publish each step not yet journalled; in a dry run, only report each step."""
         folder = ctx.release_dir
         images = check_staged(folder, ctx.staged or {})
+        check_unlisted(folder)
         steps = _Steps(ctx, Journal(folder / JOURNAL_NAME))
         publisher = Publisher(ctx.registry_for, on_step=ctx.on_step)
         self._images(ctx, steps, publisher, images)
@@ -249,14 +288,24 @@ class Publish:
         publisher.push(binary, images[art["path"]], [hub_text], [])
 
     def _wheels(self, ctx: ReleaseContext, steps: _Steps) -> None:
-        """Every wheel to the package index (public at once: an index never untags)."""
-        for art in _artifacts(ctx, "wheel"):
+        """Every wheel to the package index (public at once: an index never untags).
+
+        A dry run without an index says each wheel is staged but would not be uploaded.
+        """
+        wheels = _artifacts(ctx, "wheel")
+        for art in wheels:
             step = f"wheel {Path(art['path']).name}"
             steps.run(
                 step,
                 functools.partial(_would_upload, ctx, step),
                 functools.partial(self._wheel, ctx, art, step),
                 sha256=art["sha256"],
+            )
+        if wheels and ctx.index is None and ctx.options.dry_run:
+            ctx.on_step(
+                f"{len(wheels)} wheel(s) staged in {ctx.release_dir / 'wheels'} would not be "
+                f"uploaded: {NO_INDEX}; without --dry-run the release stops in preflight "
+                "until one is set"
             )
 
     @staticmethod

@@ -92,12 +92,23 @@ class StageRelease:
         tmp.mkdir(parents=True)
         try:
             ctx.staged = self._fill(ctx, tmp)
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(tmp, target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        # Replaced whole, never merged: nothing that was in the folder before
+        # (a stray file, an old journal) survives into the staged release.
+        old = target.parent / f"{temp_prefix('replaced')}{target.name}.{os.getpid()}"
+        shutil.rmtree(old, ignore_errors=True)
+        try:
+            if target.exists():
+                os.replace(target, old)
+            os.replace(tmp, target)
+        except BaseException:
+            if old.exists() and not target.exists():
+                os.replace(old, target)  # put the previous folder back as it was
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
 
     def _fill(self, ctx: ReleaseContext, tmp: Path) -> dict[str, Any]:
         artifacts: list[dict[str, Any]] = []

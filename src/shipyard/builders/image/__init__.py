@@ -23,7 +23,20 @@ the image works on any base whose `python3` is the target version (Debian's
 /usr/bin/python3 does not read /usr/local/lib/python3.X/site-packages).
 
 The entry script's folder goes at the end of PATH, so a binary called `echo`
-does not shadow /bin/echo for the image's shell scripts.
+does not shadow /bin/echo for the image's shell scripts. As for a zipapp, the
+entry point's module must be in the resolved site of every platform, or the
+build fails before any layer is written.
+
+A build of some of a binary's platforms (`--platform linux/arm64`) keeps the
+other platforms of the image already in dist/images/<binary>/ only when that
+image was built from the same inputs but the platforms (the index's
+`dev.shipyard.image.inputs` annotation, `build_identity`): same wheels, lock,
+settings, base, stamp and version, so the kept manifests are the very ones a
+build of every platform would make. The kept manifests are part of the action's
+key. Anything else (another version, an edited source, an image from an older
+shipyard) is not kept: the index then holds the subset only, and `push` refuses
+it until every declared platform is built (or `--allow-partial` is passed).
+Each platform's `docker load` tarball carries tags of its own (`archive_tags`).
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import json
 import posixpath
 import re
 import tempfile
@@ -59,14 +73,24 @@ from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.errors import ShipyardError
-from shipyard.oci.archive import write_docker_archive
+from shipyard.oci.archive import archive_tags, write_docker_archive
 from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base
+from shipyard.oci.keep import BUILD_NOTE, KEPT, build_identity, kept_platforms, with_kept
 from shipyard.oci.keys import GZIP_LEVEL
 from shipyard.oci.layer import BlobStore, Entry, scan_tree, write_layer
-from shipyard.oci.layout import write_layout
+from shipyard.oci.layout import (
+    blob_file,
+    image_from_json,
+    index_entries,
+    layout_tops,
+    manifest_blobs,
+    read_blob,
+    write_layout,
+)
 from shipyard.oci.model import (
     Image,
     Layer,
+    OCIError,
     append_layer,
     as_annotations,
     make_index,
@@ -76,12 +100,16 @@ from shipyard.oci.model import (
 from shipyard.stamp import ZIP_EPOCH
 
 __all__ = [
+    "BUILD_NOTE",
     "DEPS_SITE",
     "LIBS_SITE",
     "SHARED_EPOCH",
     "ImageBuilder",
     "Resolver",
+    "build_identity",
+    "check_entrypoint",
     "entry_script",
+    "kept_platforms",
     "split_site",
     "write_images",
 ]
@@ -93,6 +121,53 @@ DEPS_SITE = "/opt/shipyard/deps/site"
 LIBS_SITE = "/opt/shipyard/libs/site"
 # The file time in those layers: fixed, since each binary's stamp has its own epoch.
 SHARED_EPOCH = ZIP_EPOCH
+
+
+def _read_kept(layout: Path, kept: Sequence[str]) -> list[Image]:
+    """The images `kept` (`platform@digest`, from the key) names in `layout`, unchanged.
+
+    Each is read back and checked to give the same manifest bytes; a layout that
+    changed since the key was made fails the build rather than mixing images.
+    """
+    if not kept:
+        return []
+    wanted = {text.partition("@")[2]: text.partition("@")[0] for text in kept}
+    images: list[Image] = []
+    try:
+        (top,) = layout_tops(layout)
+        for entry in index_entries(read_blob(layout, top)):
+            if entry.digest not in wanted:
+                continue
+            data = read_blob(layout, entry)
+            doc = json.loads(data)
+            config = json.loads(read_blob(layout, manifest_blobs(data)[0]))
+            image = image_from_json(doc, config, lambda d: blob_file(layout, d))
+            image = dataclasses.replace(
+                image, annotations=as_annotations(doc.get("annotations") or {})
+            )
+            if manifest_descriptor(image).digest != entry.digest:
+                raise OCIError(f"its {wanted[entry.digest]} manifest does not read back the same")
+            images.append(image)
+    except (OCIError, ValueError, TypeError) as exc:
+        raise ShipyardError(
+            f"{layout}: cannot keep its other platforms ({exc}); build every platform"
+        ) from None
+    if len(images) != len(wanted):
+        raise ShipyardError(
+            f"{layout} changed during the build: its {', '.join(sorted(wanted.values()))} "
+            "image is gone; build again"
+        )
+    return images
+
+
+def check_entrypoint(entrypoint: str, binary: str, site: Path) -> None:
+    """Fail like the zipapp builder when the entry point's top module is not in `site`."""
+    top = entrypoint.partition(":")[0].split(".")[0]
+    if not any(p.name.partition(".")[0] == top for p in site.iterdir()):
+        raise ShipyardError(
+            f"entrypoint {entrypoint}: no module {top} in {binary}'s wheel "
+            "or its dependencies; fix the entrypoint or add the dependency"
+        )
 
 
 def entry_script(entrypoint: str, site: str, *more: str) -> bytes:
@@ -219,8 +294,10 @@ class ImageBuilder:
         self.level = level
 
     def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
-        """The wheels, platforms, entry point, image settings, base, clock and versions."""
-        return daemonless_inputs(action, ctx, deps, level=self.level)
+        """The wheels, platforms, entry point, image settings, base, clock and versions,
+        and the other platforms' manifests kept from the image in dist/ (`kept_platforms`)."""
+        inputs = daemonless_inputs(action, ctx, deps, level=self.level)
+        return with_kept(inputs, image_layout(ctx.dist, action.binaries[0]), action.platforms)
 
     def build(
         self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
@@ -237,6 +314,7 @@ class ImageBuilder:
             "image.dockerfile builds need the Docker engine, not this builder": bool(
                 settings.dockerfile
             ),
+            f"binary {binary} has no entrypoint (module:function)": not action.entrypoint,
         }
         try:
             own, libraries = _own_wheel(action, list(select(deps, kind="wheel")))
@@ -266,15 +344,31 @@ class ImageBuilder:
                 )
 
             found = map_parts(ctx, site, action.platforms)
+            for resolution in found:  # before any layer is written
+                check_entrypoint(action.entrypoint, binary, resolution.site)
             sites = {p: r.site for p, r in zip(action.platforms, found, strict=True)}
             images = _assemble(action, ctx, bases, sites, roles, store, self.level)
-        installed = tuple(
-            Installed(r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions))
-            for r in found
-        )
-        return write_images(
-            binary, ctx, dict(zip(action.platforms, images, strict=True)), installed
-        )
+            raw_kept = key.inputs.get(KEPT)
+            kept = [str(k) for k in raw_kept] if isinstance(raw_kept, list) else []
+            others = _read_kept(image_layout(ctx.dist, binary), kept)
+            if others:
+                with log.open("a", encoding="utf-8") as out:
+                    names = ", ".join(str(i.platform) for i in others)
+                    out.write(f"kept {names} of the image in dist/ (built from the same inputs)\n")
+            installed = tuple(
+                Installed(
+                    r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions)
+                )
+                for r in found
+            )
+            return write_images(
+                binary,
+                ctx,
+                dict(zip(action.platforms, images, strict=True)),
+                installed,
+                kept=others,
+                notes={BUILD_NOTE: build_identity(key.inputs)},
+            )
 
 
 def _notes(action: Action, ctx: BuildContext) -> dict[str, str]:
@@ -379,17 +473,22 @@ def write_images(
     ctx: BuildContext,
     images: Mapping[str, Image],
     installed: tuple[Installed, ...] | None,
+    *,
+    kept: Sequence[Image] = (),
+    notes: Mapping[str, str] | None = None,
 ) -> tuple[Artifact, ...]:
     """Write the index of `images` as dist/images/<binary>/ and one tarball per platform.
 
-    The layout's index.json is the `image` artifact, with the index digest, the
-    per-platform manifests and `installed` (None: not known) as its metadata;
-    the layout's other files are `image-layout` artifacts, the tarballs
-    `image-archive` ones.
+    The index also lists `kept`, other platforms' images already in the layout
+    (no tarball is written for them), and carries `notes` beside the images' own
+    annotations. The layout's index.json is the `image` artifact, with the index
+    digest, the per-platform manifests and `installed` (None: not known) as its
+    metadata; the layout's other files are `image-layout` artifacts, the tarballs
+    `image-archive` ones (tagged `archive_tags`, distinct per platform).
     """
-    notes = dict(next(iter(images.values())).annotations)
-    index_notes = {k: v for k, v in notes.items() if not k.startswith(_OCI + "base.")}
-    index = make_index(images.values(), index_notes)
+    first = dict(next(iter(images.values())).annotations)
+    index_notes = {k: v for k, v in first.items() if not k.startswith(_OCI + "base.")}
+    index = make_index([*images.values(), *kept], index_notes | dict(notes or {}))
     layout = image_layout(ctx.dist, binary)
     top = write_layout(layout, index, ref=ctx.stamp.tag)
     manifests = tuple(
@@ -409,8 +508,7 @@ def write_images(
 
     def archive(name: str) -> Artifact:
         tarball = image_archive(ctx.dist, binary, ctx.stamp.version, name)
-        platform = name.replace("/", "_")
-        tags = [f"{binary}:{ctx.stamp.tag}", f"{binary}:{ctx.stamp.tag}-{platform}"]
+        tags = archive_tags(binary, ctx.stamp.tag, name)
         sha256 = write_docker_archive(tarball, images[name], tags, ctx.stamp.epoch)
         mine = tuple(i for i in installed or () if i.platform == name)
         return Artifact(

@@ -13,16 +13,25 @@ out what `.dockerignore` lists, read as the Docker CLI reads it (the docker
 SDK's matcher: `#` comments, `*`, `?`, `**`, `!` exceptions, a leading `/`), and
 always the folders that are never build input: dist/, .git/ (at any depth),
 .venv/, .nox/ and .shipyard/ (shipyard's own folder, whose `wheels/` it fills).
+
+The engine keeps nothing of a build once it is read back, whether it worked or
+not: each platform's `shipyard-build/<binary>:<suffix>` tag is removed with the
+untagged layers under it, and so is every untagged, undigested image the build
+log names that nothing else uses (the steps of a build that failed). An image
+with a tag or a digest (the base, pulled), or one another image or container
+still uses, is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import re
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -71,6 +80,9 @@ class DockerfileBuilder:
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = action_log(ctx.dist, self.kind, action.binaries)
         images: dict[str, Image] = {}
+        client: Any = None
+        tags: list[str] = []  # what the engine holds of these builds, removed at the end
+        steps: list[str] = []
         try:
             client = docker.from_env(environment=dict(ctx.env))
             ctx.dist.mkdir(parents=True, exist_ok=True)
@@ -90,23 +102,28 @@ class DockerfileBuilder:
                     for platform in action.platforms:
                         suffix = hashlib.sha256(platform.encode()).hexdigest()[:12]
                         tag = f"shipyard-build/{binary}:{suffix}"
-                        with context.open("rb") as sent:
-                            image, lines = client.images.build(
-                                fileobj=sent,
-                                custom_context=True,
-                                dockerfile=dockerfile.name,
-                                platform=platform,
-                                tag=tag,
-                                rm=True,
-                                forcerm=True,
-                                pull=True,
-                                network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
-                                buildargs={
-                                    "VERSION": ctx.stamp.version,
-                                    "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
-                                },
-                            )
-                        _log(out, lines)
+                        tags.append(tag)
+                        try:
+                            with context.open("rb") as sent:
+                                image, lines = client.images.build(
+                                    fileobj=sent,
+                                    custom_context=True,
+                                    dockerfile=dockerfile.name,
+                                    platform=platform,
+                                    tag=tag,
+                                    rm=True,
+                                    forcerm=True,
+                                    pull=True,
+                                    network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
+                                    buildargs={
+                                        "VERSION": ctx.stamp.version,
+                                        "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
+                                    },
+                                )
+                        except DockerBuildError as exc:
+                            steps.extend(_log(out, exc.build_log))  # the steps that worked
+                            raise
+                        steps.extend(_log(out, lines))
                         saved = Path(tmp) / f"{platform.replace('/', '_')}.tar"
                         with saved.open("wb") as handle:
                             for chunk in image.save(named=True):
@@ -114,18 +131,53 @@ class DockerfileBuilder:
                         (read,) = read_docker_archive(saved, blob_store(ctx.env))
                         images[platform] = read
         except (DockerBuildError, APIError) as exc:
-            raise ShipyardError(f"docker build failed: {exc}") from None
+            raise ShipyardError(f"docker build failed: {exc} (log: {log})") from None
         except DockerException as exc:
             raise ShipyardError(
                 f"the Docker engine is not reachable ({exc}); start dockerd or set DOCKER_HOST"
             ) from None
+        finally:
+            if client is not None:
+                _remove_build_images(client, tags, steps)
         return write_images(binary, ctx, images, None)
 
 
-def _log(out: Any, lines: Any) -> None:
+# How the engine's classic builder names the image each step leaves: " ---> 1a2b3c4d5e6f".
+_STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12})$", re.MULTILINE)
+
+
+def _log(out: IO[str], lines: Iterable[Any]) -> list[str]:
+    """Write the build's output to the log; the image ids its steps name, in order."""
+    ids: list[str] = []
     for line in lines:
-        text = line.get("stream") or line.get("status") or json.dumps(line)
-        out.write(str(text))
+        text = str(line.get("stream") or line.get("status") or json.dumps(line))
+        out.write(text)
+        ids.extend(_STEP_IMAGE.findall(line.get("stream") or ""))
+    return ids
+
+
+def _remove_build_images(client: Any, tags: Sequence[str], steps: Sequence[str]) -> None:
+    """Leave nothing of the builds in the engine: their tags and the layers only they use.
+
+    Removing a tag prunes the untagged images under it that nothing else uses. A failed
+    build has no tag: its steps' images (from the log) are removed, newest first, when
+    they have no tag and no digest; the engine refuses (and they stay) when another
+    image or a container uses one. Best effort: the build's outcome does not depend on it.
+    """
+    from docker.errors import DockerException
+
+    for tag in tags:
+        # Not made (the build failed first) or already gone: nothing to do.
+        with contextlib.suppress(DockerException):
+            client.images.remove(image=tag, force=False, noprune=False)
+    for image_id in reversed(list(dict.fromkeys(steps))):
+        try:
+            attrs = client.api.inspect_image(image_id)
+            if attrs.get("RepoTags") or attrs.get("RepoDigests"):
+                continue  # the base, or an image someone tagged: not ours to remove
+            client.images.remove(image=attrs["Id"], force=False, noprune=False)
+        except DockerException:
+            pass  # gone already, or still used by another image or a container
 
 
 def context_names(folder: Path, dockerfile: str, dist: Path | None = None) -> list[str]:

@@ -9,7 +9,12 @@ the root and every folder under it owned by this user (or root) and not writable
 group or others, every folder above the root owned by this user or root and either not
 writable by group or others or sticky (as /tmp is). Otherwise the zipapp says why on
 stderr and runs without it: bytecode is not cached and native code is unpacked into a
-private temporary folder, removed at exit.
+private temporary folder, removed at exit. So it does, with a one-line warning, when the
+default cache folder cannot be written (a home that is not writable); a folder named by
+$SHIPYARD_ZIPAPP_ROOT that cannot be written is an error (exit status 2).
+
+__main__.py (MAIN) compiles on every Python from 2.7 on and refuses one older than 3.7
+with one line before this module, which needs 3.7, is compiled.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "ArchiveImporter",
     "BootError",
     "UntrustedCache",
+    "UnwritableCache",
     "cache_root",
     "check_target",
     "unpack",
@@ -51,9 +57,30 @@ BOOT_DATA = "_shipyard/boot.marshal"
 SITE = "site"
 # The archive's __main__.py. Python compiles it twice on every start (zipimport asks
 # for the file name, then the code), so it is kept tiny: it runs this module from
-# code compiled at build time when the interpreter matches, else from source.
+# code compiled at build time when the interpreter matches, else from source. It must
+# compile on every Python from 2.7 on (no f-strings, annotations or walrus) so that an
+# older one than this module compiles on (3.7: `from __future__ import annotations`)
+# gets check_target's one line and exit status 2 instead of a SyntaxError traceback:
+# the rest of the bootstrap is compiled only after that check.
 MAIN = """\
-import marshal, os, sys, zipimport
+import sys
+if sys.version_info < (3, 7):
+    def _old():
+        import json, os, zipimport
+        archive = os.path.dirname(os.path.abspath(__file__))
+        name, want = os.path.basename(archive), "3"
+        try:
+            data = zipimport.zipimporter(archive).get_data("_shipyard/build.json")
+            info = json.loads(data.decode("utf-8"))
+            name, want = info["binary"], info["python"]
+        except Exception:
+            pass
+        have = "%d.%d.%d" % tuple(sys.version_info[:3])
+        sys.stderr.write("%s: built for Python %s, but this is Python %s (%s); run it with "
+                         "python%s\\n" % (name, want, have, sys.executable, want))
+        sys.exit(2)
+    _old()
+import marshal, os, zipimport
 def _boot():
     archive = os.path.dirname(os.path.abspath(__file__))
     reader = zipimport.zipimporter(archive)
@@ -96,6 +123,18 @@ class BootError(Exception):
 
 class UntrustedCache(Exception):
     """A cache folder someone else could have written: its contents must not run."""
+
+
+class UnwritableCache(BootError):
+    """The cache folder cannot be made or written (`folder`, and the system's reason)."""
+
+    def __init__(self, folder: str, reason: str) -> None:
+        super().__init__(
+            f"cannot unpack native code into {folder} ({reason}); "
+            f"set {ROOT_ENV} to a writable directory"
+        )
+        self.folder = folder
+        self.reason = reason
 
 
 def check_target(
@@ -295,7 +334,8 @@ def unpack(archive: str, tops: Sequence[str], target: str, root: str | None = No
 
     `target` is reused or made only when no one else could have written it (see
     `untrusted`; `root` defaults to the folder two levels up, the cache root), else
-    UntrustedCache. The copy is made in a locked temporary folder, fsynced, and renamed
+    UntrustedCache; UnwritableCache when it cannot be made or written. The copy is
+    made in a locked temporary folder, fsynced, and renamed
     into place, so `target` is complete whenever it exists; when two processes race,
     the loser of the rename uses the winner's copy. A killed start's temporary folder
     is swept by a later one.
@@ -328,10 +368,7 @@ def unpack(archive: str, tops: Sequence[str], target: str, root: str | None = No
         else:
             _fsync(parent)
     except OSError as exc:
-        raise BootError(
-            f"cannot unpack native code into {parent} ({exc.strerror or exc}); "
-            f"set {ROOT_ENV} to a writable directory"
-        ) from None
+        raise UnwritableCache(parent, str(exc.strerror or exc)) from None
     finally:
         if temp and os.path.isdir(temp):
             shutil.rmtree(temp, ignore_errors=True)
@@ -555,6 +592,46 @@ class ArchiveImporter:
                 yield PathDistribution(zipfile.Path(self.archive, f"{SITE}/{dist}/"))
 
 
+def _caches(archive: str, info: Mapping[str, Any], root: str, home: str) -> tuple[str, str | None]:
+    """Where native code is imported from ("" for none) and bytecode is cached (None).
+
+    The build's folders under `home` when they can be trusted and written; else, after
+    one warning line, a private temporary folder and no bytecode cache. BootError when
+    the zipapp cannot run at all (including $SHIPYARD_ZIPAPP_ROOT not writable).
+    """
+    tops = info["extract"]
+    site = os.path.join(home, SITE)
+    bytecode = None if info["compiled"] else os.path.join(home, "bytecode")
+    folders = ([site] if tops else []) + ([bytecode] if bytecode else [])
+    reason = untrusted(root, *folders) if folders else None
+    warning = ""
+    if tops and not reason:
+        try:
+            return unpack(archive, tops, site, root), bytecode
+        except UntrustedCache as exc:
+            reason = str(exc)
+        except UnwritableCache as exc:
+            if os.environ.get(ROOT_ENV):
+                raise  # the folder asked for cannot be used: say so, and how to fix it
+            # The default folder: a home that is not writable (a service account, a
+            # read-only root file system) is no reason not to run.
+            warning = (
+                f"{info['binary']}: warning: cannot write the zipapp cache in {root} "
+                f"({exc.reason}); running from a private temporary folder removed at "
+                f"exit (set {ROOT_ENV} to a writable directory to keep the cache)\n"
+            )
+    if reason:
+        warning = (
+            f"{info['binary']}: warning: not using the zipapp cache, {reason}; running "
+            f"without it (make the folder yours and not writable by group or others, "
+            f"or set {ROOT_ENV} to one that is)\n"
+        )
+    if not warning:
+        return "", bytecode
+    sys.stderr.write(warning)
+    return (unpack_private(archive, tops) if tops else ""), None
+
+
 def main(archive: str) -> None:
     """Check the target, set up imports from `archive`, run the entry point and exit."""
     boot = marshal.loads(zipimport.zipimporter(archive).get_data(BOOT_DATA))
@@ -564,30 +641,10 @@ def main(archive: str) -> None:
         sys.stderr.write(f"{info['binary']}: the archive is damaged (bad build id)\n")
         raise SystemExit(2)
     root = os.path.realpath(cache_root(os.environ))
-    home = os.path.join(root, build_id)
-    tops = info["extract"]
-    site = os.path.join(home, SITE)
-    bytecode = None if info["compiled"] else os.path.join(home, "bytecode")
-    native = ""
     try:
         machine = os.uname().machine if hasattr(os, "uname") else "unknown"
         check_target(info, (sys.version_info[0], sys.version_info[1]), sys.platform, machine)
-        folders = ([site] if tops else []) + ([bytecode] if bytecode else [])
-        reason = untrusted(root, *folders) if folders else None
-        if tops and not reason:
-            try:
-                native = unpack(archive, tops, site, root)
-            except UntrustedCache as exc:
-                reason = str(exc)
-        if reason:
-            sys.stderr.write(
-                f"{info['binary']}: warning: not using the zipapp cache, {reason}; running "
-                f"without it (make the folder yours and not writable by group or others, "
-                f"or set {ROOT_ENV} to one that is)\n"
-            )
-            bytecode = None
-            if tops:
-                native = unpack_private(archive, tops)
+        native, bytecode = _caches(archive, info, root, os.path.join(root, build_id))
     except BootError as exc:
         sys.stderr.write(f"{info['binary']}: {exc}\n")
         raise SystemExit(2) from None

@@ -6,8 +6,11 @@ build leaves at worst an unreferenced temp file, never a half entry):
     v1/blobs/<sha256>        output file contents
     v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size,
                              mode and the artifact's kind, binary, platform and metadata
-    v1/.lock                 held shared by every build using the cache
+    v1/.lock                 held shared by every build using the cache, and by
+                             every process using the base blob store (oci/)
+    v1/autoprune.json        the last automatic check of the cache's size (see auto_prune)
 
+beside the other parts of the cache folder (`shipyard.engine.cache.usage`),
 and, in each checkout (never in the cache, which other users may write):
 
     dist/.checked.json       outputs already in place and verified, by stat (see _Checked)
@@ -15,6 +18,11 @@ and, in each checkout (never in the cache, which other users may write):
 Blobs are made durable before the entry that names them is written. Builds in
 different checkouts may share one cache, so the temporaries a killed build left
 are swept only by a build that finds no other holder of the lock.
+
+The cache is kept under a size by least recent use (`prune`): after a build
+that stored something (`auto_prune`, limit $SHIPYARD_CACHE_MAX_SIZE, default
+10G), and by `shipyard cache prune`. A prune that finds the lock held by
+another process leaves alone what that process may be using: see `prune`.
 
 An entry is untrusted input (the cache folder may be shared): a restore writes
 only what `shipyard.engine.cache.restore` allows; anything else is a miss, logged, and
@@ -28,17 +36,16 @@ import fcntl
 import json
 import logging
 import os
+import re
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from platformdirs import user_cache_dir
 
 from shipyard._fs import (
-    TEMP_PREFIX,
     atomic_write,
     publish_file,
     remove_stale_temps,
@@ -62,14 +69,22 @@ from shipyard.engine.cache.restore import (
 from shipyard.engine.context import Builder
 from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import OutputCache, Wrapped
+from shipyard.errors import UsageError
+
+if TYPE_CHECKING:  # measuring and pruning load only when a build stored something
+    from shipyard.engine.cache.usage import AutoPrune, CacheUsage, PruneResult
 
 __all__ = [
+    "DEFAULT_MAX_SIZE",
+    "MAX_SIZE_ENV",
     "ActionCache",
     "CachingBuilder",
     "OutputCache",
-    "PruneResult",
+    "cache_limit",
     "checked_file",
     "default_cache_dir",
+    "join_cache",
+    "parse_size",
 ]
 
 _log = logging.getLogger(__name__)
@@ -84,13 +99,71 @@ def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
     return Path(user_cache_dir("shipyard"))
 
 
-@dataclass(frozen=True)
-class PruneResult:
-    """What `prune` removed and kept."""
+# The folders builds write in the cache folder (see shipyard.engine.cache.usage).
+ACTIONS, BASE_BLOBS, MANIFESTS = "v1", "oci", "manifests"
+DEFAULT_MAX_SIZE = 10 << 30
+MAX_SIZE_ENV = "SHIPYARD_CACHE_MAX_SIZE"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
-    removed_entries: int
-    removed_bytes: int
-    kept_bytes: int
+
+def parse_size(text: str, where: str) -> int:
+    """Bytes from `500M`, `10G`, `1048576` (K, M, G, T are powers of 1024).
+
+    `where` names the flag or variable for the message (UsageError, exit 2).
+    """
+    match = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:I?B)?", text.strip(), re.IGNORECASE)
+    if match is None:
+        raise UsageError(f"{where}={text}: give bytes or a size like 500M or 10G")
+    return int(match[1]) * _UNITS[match[2].upper()]
+
+
+def cache_limit(env: Mapping[str, str]) -> int | None:
+    """The size builds keep the cache under: $SHIPYARD_CACHE_MAX_SIZE, else 10G.
+
+    `off` (or `none`, `never`) turns the automatic prune off: None.
+    """
+    text = env.get(MAX_SIZE_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_SIZE
+    if text.lower() in ("off", "none", "never"):
+        return None
+    return parse_size(text, MAX_SIZE_ENV)
+
+
+# Lock handles of processes using the cache without an ActionCache (the base
+# blob store), by lock file: held shared until the process ends or prunes.
+_joined: dict[Path, IO[str]] = {}
+_joining = threading.Lock()
+
+
+def _lock_file(cache_dir: Path) -> Path:
+    return cache_dir / ACTIONS / ".lock"
+
+
+def join_cache(cache_dir: Path) -> None:
+    """Hold the lock of the cache folder `cache_dir` shared for the rest of the process.
+
+    For users of the cache other than ActionCache (the base blob store under
+    oci/): while any process holds it, a prune elsewhere keeps the base blobs.
+    Waits while a prune holds it alone (a prune takes moments).
+    """
+    lock = Path(os.path.realpath(_lock_file(cache_dir)))
+    with _joining:
+        if lock in _joined:
+            return
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = lock.open("a")
+        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
+        _joined[lock] = handle
+
+
+def _leave_joined(cache_dir: Path) -> None:
+    """Drop this process's `join_cache` hold on `cache_dir` (a prune's own process)."""
+    lock = Path(os.path.realpath(_lock_file(cache_dir)))
+    with _joining:
+        handle = _joined.pop(lock, None)
+    if handle is not None:
+        handle.close()
 
 
 class _Checked:
@@ -136,12 +209,14 @@ class ActionCache:
     """Content-addressed store of action outputs."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root / "v1"
+        self.dir = root
+        self.root = root / ACTIONS
         self.blobs = self.root / "blobs"
         self.actions = self.root / "actions"
         self._lock: IO[str] | None = None
         self._opening = threading.Lock()
         self._checked: dict[Path, _Checked] = {}
+        self._stored = False  # since the last auto_prune: did this process add anything?
 
     def _checked_for(self, repo: Path) -> _Checked:
         with self._opening:
@@ -287,6 +362,7 @@ class ActionCache:
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Record an action's outputs under its key: durable blobs first, then the entry."""
         self.open()
+        self._stored = True
         for artifact in outputs:
             blob = self.blobs / artifact.sha256
             if _size(blob) != artifact.size:
@@ -311,28 +387,78 @@ class ActionCache:
         atomic_write(self._entry(key), json.dumps(entry, indent=1).encode())
 
     def size(self) -> int:
-        """Bytes used by blobs and entries."""
-        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+        """Bytes used by every part builds write: entries, blobs, base blobs, manifests."""
+        return self.usage().managed
+
+    def usage(self) -> CacheUsage:
+        """What each part of the cache folder holds (`shipyard cache info`)."""
+        from shipyard.engine.cache.usage import usage
+
+        return usage(self.dir)
+
+    @contextlib.contextmanager
+    def _alone(self) -> Iterator[bool]:
+        """Hold the lock alone if no other process holds it: True, else False.
+
+        This process's own holds are dropped first (a later use joins again):
+        a build prunes after its work is done.
+        """
+        self.close()
+        _leave_joined(self.dir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        with _lock_file(self.dir).open("a") as handle:  # closing it drops the lock
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                alone = False
+            else:
+                alone = True
+                remove_stale_temps(self.root)
+                remove_stale_temps(self.dir / BASE_BLOBS)
+            yield alone
 
     def prune(self, max_bytes: int) -> PruneResult:
-        """Drop least recently used entries until the cache fits, then unreferenced blobs."""
-        self.open()
-        entries = sorted(self.actions.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        removed = removed_bytes = 0
-        while entries and self.size() > max_bytes:
-            oldest = entries.pop(0)
-            removed_bytes += oldest.stat().st_size
-            oldest.unlink()
-            removed += 1
-            referenced = {
-                o["sha256"] for e in entries for o in json.loads(e.read_text())["outputs"]
-            }
-            for blob in self.blobs.glob("*"):
-                # A temporary is another build's blob on its way in: never ours to drop.
-                if blob.name not in referenced and not blob.name.startswith(TEMP_PREFIX):
-                    removed_bytes += blob.stat().st_size
-                    blob.unlink()
-        return PruneResult(removed, removed_bytes, self.size() if self.root.exists() else 0)
+        """Remove least recently used entries, base blobs and manifests until they fit.
+
+        Alone (no other process holds the lock), every part is pruned and the
+        temporaries of killed builds are swept. Otherwise another build may be
+        using base blobs it has located and storing blobs whose entry is not yet
+        written: those are kept (`PruneResult.shared`), and entries and
+        manifests are pruned, whose readers take a vanished file as a miss. A
+        blob an entry that stays names is always kept.
+        """
+        from shipyard.engine.cache.usage import prune_cache
+
+        with self._alone() as alone:
+            return prune_cache(self.dir, max_bytes, alone=alone)
+
+    def auto_prune(self, limit: int | None) -> PruneResult | None:
+        """After a build: if it stored anything and the cache has grown past `limit`,
+        prune to `limit` (None: never). Returns what a prune did, else None.
+
+        A build that stored nothing (a no-op) does not even look. Each look is
+        recorded in v1/autoprune.json (`shipyard cache info` shows it); an error
+        is logged, never raised: the build is done.
+        """
+        if limit is None or not self._stored:
+            return None
+        self._stored = False
+        from shipyard.engine.cache.usage import AutoPrune
+
+        try:
+            size = self.size()
+            pruned = self.prune(limit) if size > limit else None
+            AutoPrune.looked(size, limit, pruned).save(self.dir)
+        except OSError as exc:
+            _log.warning("could not prune the cache %s to its limit: %s", self.dir, exc)
+            return None
+        return pruned
+
+    def last_auto_prune(self) -> AutoPrune | None:
+        """What the last `auto_prune` that looked found and did, or None."""
+        from shipyard.engine.cache.usage import AutoPrune
+
+        return AutoPrune.load(self.dir)
 
 
 def checked_file(repo: Path) -> Path:

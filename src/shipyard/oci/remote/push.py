@@ -5,6 +5,11 @@ the repository before a manifest names it, every platform manifest before the
 index, and tags move last, so a tag never points at an incomplete index. Each
 step checks first (HEAD) and skips what is there, so a second push uploads
 nothing and a push killed half-way is finished by running it again.
+
+An image is pushed under the binary's tags only when its index holds every
+platform the binary declares (`require_platforms`): an index built for a
+subset (`build --platform linux/arm64`) would otherwise replace every other
+platform behind those tags.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import NamedTuple
 from shipyard.errors import UsageError
 from shipyard.oci.layout import blob_file, index_entries, layout_tops, manifest_blobs, read_blob
 from shipyard.oci.mediatypes import is_index
-from shipyard.oci.model import Descriptor, OCIError
+from shipyard.oci.model import Descriptor, OCIError, Platform
 from shipyard.oci.remote.auth import find_credentials
 from shipyard.oci.remote.reference import validate_repository, validate_tag
 from shipyard.oci.remote.registry import Registry
@@ -30,10 +35,12 @@ __all__ = [
     "Publisher",
     "PushResult",
     "default_registry",
+    "missing_platforms",
     "move_tags",
     "parse_hub",
     "push_layout",
     "read_layout_image",
+    "require_platforms",
 ]
 
 Step = Callable[[str], None]
@@ -94,6 +101,29 @@ def read_layout_image(layout: Path) -> LayoutImage:
         raise UsageError(f"{exc}; rebuild the image") from None
     platforms = tuple(str(child.platform or "?/?") for child in children)
     return LayoutImage(tuple(blobs.values()), manifests, root, platforms)
+
+
+def missing_platforms(image: LayoutImage, declared: Sequence[str]) -> list[str]:
+    """The platforms of `declared` no manifest of `image` serves (a variant-less one
+    matches any variant, as `Platform.matches` says), in declared order."""
+    have = [Platform.parse(p) for p in image.platforms if p != "?/?"]
+    return [p for p in declared if not any(Platform.parse(p).matches(h) for h in have)]
+
+
+def require_platforms(
+    binary: str, layout: Path, image: LayoutImage, declared: Sequence[str]
+) -> None:
+    """Raise UsageError (exit 2) when `image` lacks a platform `binary` declares."""
+    missing = missing_platforms(image, declared)
+    if not missing:
+        return
+    has = ", ".join(image.platforms) or "none"
+    raise UsageError(
+        f"{binary}: the image in {layout} lacks platform(s) {', '.join(missing)} "
+        f"(it has {has}); pushing it would leave them out of every tag. Build every "
+        f"platform (shipyard build --binary={binary} --output=image), or pass "
+        "--allow-partial to push it anyway"
+    )
 
 
 def push_layout(
