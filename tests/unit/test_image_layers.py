@@ -283,3 +283,15 @@ def test_the_entry_script_puts_own_then_libraries_then_dependencies_first(tmp_pa
             [sys.executable, str(script)], capture_output=True, text=True, check=True
         )
         assert done.stdout.split()[0] == ("libs" if site == sites[0] else "deps")
+
+
+def test_a_lock_with_a_wrong_hash_fails_the_image_as_it_fails_the_zipapp(repo: Repo) -> None:
+    """Issue 18 item 1: the image checks the lock's hashes too (it used to build)."""
+    app, lib = _app(repo), _lib(repo)
+    lock = _lock(repo, "1.0")
+    lock.write_text(lock.read_text().replace("sha256:", "sha256:0", 1)[:-2] + "\n")
+    action = _action(repo, requirements=Path("locks/app.txt"))
+    with pytest.raises(BuildError) as caught:
+        Wrapped(ImageBuilder()).run(action, repo.ctx("tampered"), (app, lib))
+    assert "hash" in str(caught.value).lower(), caught.value
+    assert "thirdparty" in str(caught.value).lower() or caught.value.log is not None
