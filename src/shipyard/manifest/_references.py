@@ -219,7 +219,7 @@ def resolve_groups(
                 Problem(
                     positions.node(("groups", group)).key,
                     dotted(("groups", group)),
-                    f"'{group}' is both a group and a binary",
+                    f"{shown(group)} is both a group and a binary",
                     "give the group another name",
                 )
             )
