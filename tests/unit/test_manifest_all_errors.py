@@ -214,3 +214,25 @@ def test_many_problems_stay_capped(tmp_path: Path) -> None:
     assert seen[-1].message == "and 40 more problems"
     lines = [p.location.line for p in seen[:-1]]
     assert lines == sorted(lines)
+
+
+def test_a_bad_group_name_that_is_also_a_binary_stays_on_one_short_line(tmp_path: Path) -> None:
+    """Found by the fuzz run: the name reached the message raw (a U+0085 split the line;
+    a 3,000-character name made a 3,000-character line)."""
+    for name in ('"\\N"', "x" * 3000):
+        manifest = tmp_path / "binaries.yaml"
+        manifest.write_text(
+            f"schema: 1\nproject: null\nbinaries:\n  ? {name}\n  : null\n"
+            f"groups:\n  g1: []\n  ? {name}\n  : []\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "shipyard", "-f", str(manifest), "check"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 2
+        lines = done.stderr.removeprefix("shipyard: error: ").splitlines()
+        assert any("is both a group and a binary" in line for line in lines)
+        for line in lines:
+            assert line.startswith(f"{manifest}:") and len(line) < 400, line
