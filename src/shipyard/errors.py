@@ -50,7 +50,19 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.location}: " + (f"{self.path}: " if self.path else "")
-        return where + self.message + (f" ({self.hint})" if self.hint else "")
+        return _one_line(where + self.message + (f" ({self.hint})" if self.hint else ""))
+
+
+# A problem is one line of a terminal: whatever a message quotes from the manifest,
+# line breaks of any kind (U+0085, U+2028, ...) and control characters are escaped,
+# and a line stays readable in length.
+_MAX_LINE = 1000
+
+
+def _one_line(text: str) -> str:
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text if len(text) <= _MAX_LINE else text[: _MAX_LINE - 3] + "..."
 
 
 class ManifestError(UsageError):

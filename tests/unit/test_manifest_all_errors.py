@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from shipyard.errors import ManifestError, Problem
+from shipyard.errors import Location, ManifestError, Problem
 from shipyard.manifest import load_manifest
 from shipyard.manifest._report import MAX_PROBLEMS, dotted
 
@@ -236,3 +236,13 @@ def test_a_bad_group_name_that_is_also_a_binary_stays_on_one_short_line(tmp_path
         assert any("is both a group and a binary" in line for line in lines)
         for line in lines:
             assert line.startswith(f"{manifest}:") and len(line) < 400, line
+
+
+def test_every_problem_prints_as_one_short_line_whatever_it_quotes() -> None:
+    """The last guard behind every message that quotes the manifest (the fuzz run found
+    two that quoted a name raw): line breaks of any kind are escaped, length is capped."""
+    where = Location(Path("binaries.yaml"), 3, 5)
+    for raw in ("a\x85b", "a\u2028b", "a\nb", "a\rb", "x" * 5000):
+        text = str(Problem(where, "groups.g", f"unknown '{raw}'", f"did you mean '{raw}'?"))
+        assert text.splitlines() == [text] and len(text) <= 1000, text[:200]
+        assert text.startswith("binaries.yaml:3:5: groups.g: unknown ")

@@ -16,7 +16,7 @@ from typing import Any
 
 from shipyard.errors import Location, Problem
 from shipyard.manifest._lock import lock_problems
-from shipyard.manifest._report import dotted, shown
+from shipyard.manifest._report import dotted, named, shown
 from shipyard.manifest._types import ALL_GROUP, did_you_mean
 from shipyard.manifest._yaml import KeyPath, Positions
 
@@ -109,7 +109,8 @@ class Folders:
         if suggestion:
             return suggestion
         if projects:
-            listed = ", ".join(sorted(projects)[:5]) + (", ..." if len(projects) > 5 else "")
+            listed = ", ".join(named(p) for p in sorted(projects)[:5])
+            listed += ", ..." if len(projects) > 5 else ""
             return f"folders with a pyproject.toml: {listed}"
         return "point at the folder that holds the project's pyproject.toml"
 
@@ -241,7 +242,7 @@ def resolve_groups(
                 where = positions.node(("groups", group, i)).value
                 if member in groups or member == group:
                     loop = (*trail, group)
-                    cycle = " -> ".join((*loop[loop.index(member) :], member))
+                    cycle = " -> ".join(named(m) for m in (*loop[loop.index(member) :], member))
                     problems.append(
                         Problem(
                             where,
@@ -253,7 +254,7 @@ def resolve_groups(
                 else:
                     hint = did_you_mean(member, names | set(groups)) or (
                         "known binaries: "
-                        + ", ".join(sorted(names)[:10])
+                        + ", ".join(named(n) for n in sorted(names)[:10])
                         + (", ..." if len(names) > 10 else "")
                     )
                     problems.append(

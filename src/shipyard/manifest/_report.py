@@ -31,6 +31,12 @@ def shown(value: object) -> str:
     return f"{text[: _MAX_SHOWN - 5]}...{text[-1]}{size}"
 
 
+def named(value: str) -> str:
+    """A name as a message lists it: as it is when short and printable, else `shown`."""
+    plain = value.isprintable() and len(value) <= 60 and not set(value) & set("'\", ")
+    return value if plain and value else shown(value)
+
+
 def dotted(path: tuple[str | int, ...]) -> str:
     """A key path as `binaries.app.outputs[0]`: keys joined by dots, list indexes in brackets.
 

@@ -122,7 +122,11 @@ def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
     if len(word) > 100:  # no name is this long; difflib would only spend time on it
         return ""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else ""
+    if not close:
+        return ""
+    from shipyard.manifest._report import shown  # the manifest's words, escaped and cut
+
+    return f"did you mean {shown(close[0])}?"
 
 
 def find_manifest(start: Path) -> Path:
