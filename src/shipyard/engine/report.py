@@ -18,7 +18,14 @@ from shipyard.dist import report_file, trace_file
 from shipyard.engine.plan import Plan
 from shipyard.engine.scheduler import BuildContext, Result
 
-__all__ = ["read_artifacts", "report_json", "trace_json", "write_report"]
+__all__ = [
+    "previous_durations",
+    "read_artifacts",
+    "report_json",
+    "reported_outputs",
+    "trace_json",
+    "write_report",
+]
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -27,19 +34,28 @@ def _rel(path: Path, root: Path) -> str:
     return text[len(top) :] if text.startswith(top) else text
 
 
+def _actions(report: Path) -> list[dict[str, Any]] | None:
+    """The action entries of the report at `report` (those that are objects), or None
+    when there is no readable report."""
+    try:
+        actions = json.loads(report.read_bytes())["actions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return [a for a in actions if isinstance(a, dict)] if isinstance(actions, list) else []
+
+
 def read_artifacts(report: Path, root: Path) -> tuple[Artifact, ...] | None:
     """The artifacts of the built and cached actions in the report at `report`.
 
     None when there is no readable report; outputs of another shape (a report
     written by an older shipyard) are left out.
     """
-    try:
-        actions = json.loads(report.read_bytes())["actions"]
-    except (OSError, ValueError, KeyError, TypeError):
+    actions = _actions(report)
+    if actions is None:
         return None
     found: list[Artifact] = []
-    for action in actions if isinstance(actions, list) else ():
-        if not isinstance(action, dict) or action.get("status") not in ("built", "cached"):
+    for action in actions:
+        if action.get("status") not in ("built", "cached"):
             continue
         for output in action.get("outputs") or ():
             try:
@@ -47,6 +63,29 @@ def read_artifacts(report: Path, root: Path) -> tuple[Artifact, ...] | None:
             except ValueError:
                 continue
     return tuple(found)
+
+
+def reported_outputs(report: Path) -> dict[str, list[object]]:
+    """Action key -> the outputs (as listed) of the built and cached actions in `report`."""
+    found: dict[str, list[object]] = {}
+    for action in _actions(report) or ():
+        key, outputs = action.get("inputs"), action.get("outputs")
+        done = action.get("status") in ("built", "cached")
+        if done and isinstance(key, str) and isinstance(outputs, list):
+            found[key] = outputs
+    return found
+
+
+def previous_durations(report: Path) -> dict[str, float]:
+    """Action id -> seconds of the actions the last build in this dist/ ran (not cache hits)."""
+    try:
+        return {
+            str(a["id"]): float(a["duration"])
+            for a in _actions(report) or ()
+            if a.get("status") == "built"
+        }
+    except (KeyError, TypeError, ValueError):
+        return {}
 
 
 def report_json(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from shipyard.dist import dist_dir, lock_file, report_file, source_digests_file
 from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
 from shipyard.engine.proc import reset
-from shipyard.engine.report import write_report
+from shipyard.engine.report import previous_durations, write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
 from shipyard.engine.sources import GitIgnored
 from shipyard.engine.statcache import StatMemo
@@ -52,15 +51,6 @@ class BuildRun:
     def failed(self) -> tuple[Result, ...]:
         """The actions that failed."""
         return tuple(r for r in self.results if r.status == "failed")
-
-
-def previous_durations(report: Path) -> dict[str, float]:
-    """Action id -> seconds of the actions the last build in this dist/ ran (not cache hits)."""
-    try:
-        actions = json.loads(report.read_bytes())["actions"]
-        return {str(a["id"]): float(a["duration"]) for a in actions if a.get("status") == "built"}
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
 
 
 def execute(

@@ -53,7 +53,7 @@ from shipyard._fs import (
     sync_folder,
 )
 from shipyard.artifacts import Artifact
-from shipyard.dist import dist_dir
+from shipyard.dist import dist_dir, report_file
 from shipyard.engine.cache.restore import (
     Declared,
     PlacedFile,
@@ -67,6 +67,7 @@ from shipyard.engine.cache.restore import (
     stored_mode,
 )
 from shipyard.engine.context import Builder
+from shipyard.engine.report import reported_outputs
 from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import OutputCache, Wrapped
 from shipyard.errors import UsageError
@@ -186,7 +187,7 @@ class _Checked:
         dist/report.json, which only who can write dist/ can write), or None."""
         with self._lock:
             if self._last is None:
-                self._last = _reported(self.memo.path.parent / "report.json")
+                self._last = reported_outputs(report_file(self.memo.path.parent))
         return self._last.get(key)
 
     def holds(self, target: Path, sha256: str, size: int) -> bool:
@@ -464,21 +465,6 @@ class ActionCache:
 def checked_file(repo: Path) -> Path:
     """Where the checkout at `repo` records the outputs verified in place (see _Checked)."""
     return dist_dir(repo) / ".checked.json"
-
-
-def _reported(report: Path) -> dict[str, list[object]]:
-    """Action key -> reported outputs of the built and cached actions in `report`."""
-    try:
-        actions = json.loads(report.read_bytes())["actions"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    found: dict[str, list[object]] = {}
-    for action in actions if isinstance(actions, list) else ():
-        if isinstance(action, dict) and action.get("status") in ("built", "cached"):
-            key, outputs = action.get("inputs"), action.get("outputs")
-            if isinstance(key, str) and isinstance(outputs, list):
-                found[key] = outputs
-    return found
 
 
 def _size(path: Path) -> int | None:
