@@ -12,7 +12,7 @@ import re
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -41,6 +41,9 @@ class Stamp:
     revision: str | None
     dirty: bool
     epoch: int
+    # The tracked paths with changes, when this stamp was read from the work tree
+    # (`read_stamp`): `input_stamps` reuses them instead of asking git again.
+    changed: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
     def created(self) -> str:
@@ -157,16 +160,19 @@ def read_stamp(
     """
     chosen, source = choose_version(declared, env, override, snapshot=snapshot)
     from_git = chosen == "git"
-    asked = _git(
+    raw = _git(
         root,
         ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
-        ("status", "--porcelain", "--untracked-files=no"),
+        _STATUS,  # raw: a porcelain line may start with a space
         *((("describe", "--tags", "--long", "--match", "*[0-9]*"),) if from_git else ()),
         *((("rev-list", "--count", "HEAD"),) if from_git else ()),
+        raw=True,
     )
+    asked = [None if out is None else out.strip() for out in raw]
     head = (asked[0] or "").split()
     revision = head[0] if len(head) == 2 else None
-    dirty = bool(asked[1])
+    changed = _changed_paths(raw[1])
+    dirty = bool(changed)
     if not from_git:
         version = _validate(chosen, source) if check else chosen
     elif revision is None:
@@ -189,7 +195,13 @@ def read_stamp(
         epoch = int(raw_epoch)
     else:
         epoch = int(head[1]) if len(head) == 2 else ZIP_EPOCH
-    return Stamp(version=version, revision=revision, dirty=dirty, epoch=max(epoch, ZIP_EPOCH))
+    return Stamp(
+        version=version,
+        revision=revision,
+        dirty=dirty,
+        epoch=max(epoch, ZIP_EPOCH),
+        changed=None if changed is None else tuple(changed),
+    )
 
 
 @dataclass(frozen=True)
@@ -217,9 +229,11 @@ class Inputs:
         return any(inside(f) for f in self.include) and not any(inside(f) for f in self.exclude)
 
 
-def _changed_paths(root: Path) -> list[str] | None:
-    """Tracked paths with changes in the work tree or index (both sides of a rename)."""
-    done = _git(root, ("status", "--porcelain", "-z", "--untracked-files=no"), raw=True)[0]
+_STATUS = ("status", "--porcelain", "-z", "--untracked-files=no")
+
+
+def _changed_paths(done: str | None) -> list[str] | None:
+    """The paths `git status --porcelain -z` output lists (both sides of a rename)."""
     if done is None:
         return None
     paths: list[str] = []
@@ -261,7 +275,10 @@ def input_stamps(
     """
     if not groups or build.revision is None:
         return {name: build for name in groups}
-    changed = _changed_paths(root) or []
+    if build.changed is not None:
+        changed = list(build.changed)
+    else:
+        changed = _changed_paths(_git(root, _STATUS, raw=True)[0]) or []
     names = sorted(groups)
     known = _last_commits(memo, build.revision)
     asked = [n for n in names if groups[n].pathspec_key() not in known]
