@@ -170,7 +170,7 @@ def test_an_unwritable_root_named_by_the_variable_is_still_an_error(tmp_path: Pa
         [sys.executable, str(pyz)], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 2
-    assert done.stderr.startswith(f"app: cannot unpack native code into {blocker / 'zipapps'}")
+    assert done.stderr.startswith(f"app: cannot unpack the zipapp into {blocker / 'zipapps'}")
     assert len(done.stderr.splitlines()) == 1
 
 

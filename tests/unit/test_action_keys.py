@@ -199,6 +199,7 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
             "shebang": _zipapp(shebang="/usr/bin/python3.11"),
             "compress": _zipapp(compress=False),
             "compile": _zipapp(compile=True),
+            "mode": _zipapp(mode="zipimport"),
             "lock": _edit("lock.txt", "helper==2.1 --hash=sha256:" + "1" * 64 + "\n"),
             "python": lambda s, _: replace(s, ctx=replace(s.ctx, python="3.12")),
             **STAMP,

@@ -152,13 +152,15 @@ def _install_case(case: Case) -> tuple[str, list[str]]:
         # 9: the duplicate entry's main() won; either copy is the wheel's own code.
         if done.returncode not in (0, 2, 9) or "Traceback" in done.stderr:
             problems.append(f"{case.name}: the zipapp failed: {done.returncode} {done.stderr}")
-        for path in zroot.rglob("*") if zroot.exists() else []:
+        # The unpacked sites (each build folder also holds its private `use` file).
+        for path in zroot.glob("*/site/**/*") if zroot.exists() else []:
             mode = path.lstat().st_mode
             if path.is_symlink() or (path.is_file() and stat.S_IMODE(mode) not in (0o644, 0o755)):
                 problems.append(f"{case.name}: unpacked {path} has mode {mode:o}")
     if snapshot(case.outside) != before:
         problems.append(f"{case.name}: the sentinel folder changed")
-    allowed = (case.folder / "uv",)  # the installer's own cache, under sanitised names
+    # The installer's own cache, under sanitised names, and the zipapp's unpacked site.
+    allowed = (case.folder / "uv", *(case.folder / "zroot").glob("*/site"))
     for path in payload_files(case.folder):
         if not any(path.is_relative_to(folder) for folder in allowed):
             problems.append(f"{case.name}: the payload was written to {path}")

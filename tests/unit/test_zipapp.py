@@ -118,7 +118,7 @@ def _boot_data(entries: list[Entry]) -> dict[str, object]:
 
 
 def test_layout_indexes_pure_modules_and_marks_native_tops_for_unpacking(tmp_path: Path) -> None:
-    entries = layout(_site(tmp_path / "site"), {"binary": "app"})
+    entries = layout(_site(tmp_path / "site"), {"binary": "app"}, mode=boot.ZIPIMPORT)
     names = {e.name for e in entries}
     assert {"__main__.py", boot.BUILD_INFO, boot.BOOT_DATA, "site/app/data.txt"} <= names
     assert not any("__pycache__" in n or n.startswith("site/bin/") for n in names)
@@ -131,8 +131,22 @@ def test_layout_indexes_pure_modules_and_marks_native_tops_for_unpacking(tmp_pat
     assert data["dists"] == ["app-1.0.dist-info"]
     info = json.loads(next(e.data for e in entries if e.name == boot.BUILD_INFO))
     assert info["extract"] == ["fast", "fast.libs"] and info["native"] is True
+    assert info["mode"] == "zipimport"
     assert info == {**cast(dict[str, object], data["info"])}
     assert next(e for e in entries if e.name.endswith(".so")).mode == 0o755
+
+
+def test_an_extract_layout_ships_the_same_site_without_a_module_index(tmp_path: Path) -> None:
+    site = _site(tmp_path / "site")
+    entries = layout(site, {"binary": "app"})
+    data = _boot_data(entries)
+    assert cast(dict[str, object], data["info"])["mode"] == "extract"  # the default
+    assert data["modules"] == {}
+    indexed = layout(site, {"binary": "app"}, mode=boot.ZIPIMPORT)
+    assert {e.name for e in entries} == {e.name for e in indexed}
+    assert [e for e in entries if e.name.startswith("site/")] == [
+        e for e in indexed if e.name.startswith("site/")
+    ]
 
 
 def test_the_build_id_follows_the_content_not_the_build_info(tmp_path: Path) -> None:
@@ -147,12 +161,26 @@ def test_the_build_id_follows_the_content_not_the_build_info(tmp_path: Path) -> 
     assert build_id({"version": "1"}) != first
 
 
-def test_compiled_layouts_carry_pyc_files_that_zipimport_accepts(tmp_path: Path) -> None:
+def test_compiled_extract_layouts_put_pyc_files_where_python_looks(tmp_path: Path) -> None:
     site = _site(tmp_path / "site")
     entries = layout(site, {}, compile_pyc=True)
+    tag = sys.implementation.cache_tag
+    pyc = {e.name for e in entries if e.name.endswith(".pyc")}
+    assert pyc == {
+        f"site/app/__pycache__/__init__.{tag}.pyc",
+        f"site/app/__pycache__/util.{tag}.pyc",
+        f"site/__pycache__/single.{tag}.pyc",
+        f"site/fast/__pycache__/__init__.{tag}.pyc",  # unpacked too, with the pure code
+    }
+    assert layout(site, {}, compile_pyc=True) == entries  # deterministic
+
+
+def test_compiled_layouts_carry_pyc_files_that_zipimport_accepts(tmp_path: Path) -> None:
+    site = _site(tmp_path / "site")
+    entries = layout(site, {}, compile_pyc=True, mode=boot.ZIPIMPORT)
     pyc = {e.name: e.data for e in entries if e.name.endswith(".pyc")}
     assert set(pyc) == {"site/app/__init__.pyc", "site/app/util.pyc", "site/single.pyc"}
-    assert layout(site, {}, compile_pyc=True) == entries  # deterministic
+    assert layout(site, {}, compile_pyc=True, mode=boot.ZIPIMPORT) == entries  # deterministic
     write_archive(tmp_path / "a.zip", DEFAULT_SHEBANG, entries, EPOCH, compress=True)
     probe = "import sys; sys.path.insert(0, sys.argv[1]); import app; print(app.__spec__.origin)"
     done = subprocess.run(
@@ -169,11 +197,14 @@ def test_options_come_from_the_action_with_defaults() -> None:
     assert options_for(bare) == ZipappOptions(entrypoint="")
     wired = SimpleNamespace(
         entrypoint="x.cli:main",
-        zipapp=SimpleNamespace(shebang="/usr/bin/python3.11", compress=False, compile=True),
+        zipapp=SimpleNamespace(
+            shebang="/usr/bin/python3.11", compress=False, compile=True, mode="zipimport"
+        ),
     )
     assert options_for(cast(Action, wired)) == ZipappOptions(
-        "x.cli:main", "/usr/bin/python3.11", False, True
+        "x.cli:main", "/usr/bin/python3.11", False, True, "zipimport"
     )
+    assert options_for(bare).mode == "extract"
 
 
 def _ctx(tmp_path: Path) -> BuildContext:

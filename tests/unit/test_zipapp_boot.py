@@ -39,8 +39,10 @@ def make_pyz(
     platform: str = "any",
     compile_pyc: bool = False,
     name: str = "app.pyz",
+    mode: str = boot.ZIPIMPORT,
 ) -> Path:
-    """An archive of a site made of `files`, laid out and written as the builder does."""
+    """An archive of a site made of `files`, laid out and written as the builder does
+    (in zipimport mode unless `mode` says otherwise: most tests here are about it)."""
     site = folder / f"{name}-site"
     for rel, text in files.items():
         path = site / rel
@@ -59,7 +61,11 @@ def make_pyz(
     }
     target = folder / name
     write_archive(
-        target, DEFAULT_SHEBANG, layout(site, info, compile_pyc=compile_pyc), 0, compress=True
+        target,
+        DEFAULT_SHEBANG,
+        layout(site, info, compile_pyc=compile_pyc, mode=mode),
+        0,
+        compress=True,
     )
     return target
 

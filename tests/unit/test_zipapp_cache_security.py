@@ -248,11 +248,12 @@ def test_temporary_names_are_unpredictable(
     assert not any(str(os.getpid()) in n.split(".")[-1] for n in unpacks + stores)
 
 
-def test_native_files_are_fsynced_before_the_rename_that_publishes_them(
+def test_unpacked_files_are_flushed_before_the_rename_that_publishes_them(
     tmp_path: Path, native_pyz: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[tuple[str, str]] = []
-    real_fsync, real_rename = os.fsync, os.rename
+    real_fsync, real_rename, real_sync = os.fsync, os.rename, os.sync
+    target = tmp_path / "root" / "id" / "site"
 
     def fsync(fd: int) -> None:
         events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
@@ -262,15 +263,21 @@ def test_native_files_are_fsynced_before_the_rename_that_publishes_them(
         events.append(("rename", src))
         real_rename(src, dst)
 
+    def sync() -> None:
+        # Every file is written (whole) by the time of the flush.
+        temp = next(target.parent.glob(boot.UNPACK_PREFIX + "*"))
+        sizes = {p.relative_to(temp).as_posix(): p.stat().st_size for p in temp.rglob("*.*")}
+        events.append(("sync", repr(sorted(sizes.items()))))
+        real_sync()
+
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "rename", rename)
-    target = tmp_path / "root" / "id" / "site"
+    monkeypatch.setattr(os, "sync", sync)
     boot.unpack(str(native_pyz), ["app"], str(target))
-    ((at, temp),) = [(i, path) for i, (kind, path) in enumerate(events) if kind == "rename"]
-    synced = {path for kind, path in events[:at] if kind == "fsync"}
-    for rel in ("app/__init__.py", "app/_speedups.so", "app", ""):
-        assert os.path.normpath(os.path.join(temp, rel)) in synced, rel
-    assert events[at + 1 :] == [("fsync", str(target.parent))]  # the rename, durable
+    written = [("app/__init__.py", len(NATIVE_APP)), ("app/_speedups.so", 4)]
+    assert [kind for kind, _ in events] == ["sync", "rename", "fsync"]
+    assert events[0][1] == repr(written)
+    assert events[2] == ("fsync", str(target.parent))  # the rename, durable
 
 
 KILLED = """\
@@ -325,7 +332,7 @@ def test_a_killed_starts_unpack_folder_is_swept_and_a_live_ones_kept(
     again = leftover(build, boot.UNPACK_PREFIX, True)  # killed while another finished
     assert run(native_pyz, root).returncode == 0  # warm
     assert not again.exists() and live.is_dir()
-    assert sorted(p.name for p in build.iterdir()) == sorted(["site", live.name])
+    assert sorted(p.name for p in build.iterdir()) == sorted(["site", "use", live.name])
 
 
 @only_root

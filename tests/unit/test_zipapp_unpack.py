@@ -40,7 +40,7 @@ def test_native_parts_are_unpacked_once_into_the_build_folder(
     stamp = (unpacked / "_speedups.so").stat().st_mtime_ns
     assert run(native_pyz, root).returncode == 0
     assert (unpacked / "_speedups.so").stat().st_mtime_ns == stamp  # not unpacked again
-    assert sorted(p.name for p in (root / build_id(native_pyz)).iterdir()) == ["site"]
+    assert sorted(p.name for p in (root / build_id(native_pyz)).iterdir()) == ["site", "use"]
 
 
 RACER = """\
@@ -102,7 +102,7 @@ def test_an_unusable_cache_folder_is_one_line_naming_it_and_the_variable(
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     line = one_line(run(native_pyz, blocker / "zipapps"))
-    assert line.startswith(f"app: cannot unpack native code into {blocker / 'zipapps'}")
+    assert line.startswith(f"app: cannot unpack the zipapp into {blocker / 'zipapps'}")
     assert "set SHIPYARD_ZIPAPP_ROOT to a writable directory" in line
 
 
@@ -137,6 +137,6 @@ def test_a_read_only_cache_folder_is_one_line_naming_it_and_the_variable(
     root.mkdir(mode=0o555)
     root.chmod(0o555)
     line = one_line(run(pyz, root, python=python, user=65534 if as_root else None))
-    assert line.startswith(f"app: cannot unpack native code into {root}{os.sep}")
+    assert line.startswith(f"app: cannot unpack the zipapp into {root} (")
     assert "Permission denied" in line
     assert line.endswith("set SHIPYARD_ZIPAPP_ROOT to a writable directory")

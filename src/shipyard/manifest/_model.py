@@ -187,6 +187,13 @@ class ZipappDoc(_Strict):
     compile: bool | None = Field(
         None, description="Ship .pyc files; shipyard must run the target Python (default false)"
     )
+    mode: Literal["extract", "zipimport"] | None = Field(
+        None,
+        description=(
+            "extract: unpack once per build and run from disk, as a virtualenv (default); "
+            "zipimport: import pure code from the archive (zip-safe programs only)"
+        ),
+    )
 
 
 class DefaultsDoc(_Strict):

@@ -74,6 +74,7 @@ class Zipapp:
     shebang: str = "/usr/bin/env python3"
     compress: bool = True
     compile: bool = False
+    mode: str = "extract"
 
 
 @dataclass(frozen=True)

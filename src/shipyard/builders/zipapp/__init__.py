@@ -1,8 +1,10 @@
 """Zipapps: one self-contained, reproducible .pyz per binary, universal or per platform.
 
 The archive is a shebang line and a zip: the bootstrap as __main__.py, the build info,
-an index of the pure modules, and the site-packages resolved for the target under
-site/. Pure code is imported from the archive; native code is unpacked once per build.
+and the site-packages resolved for the target under site/. In extract mode (the
+default) the bootstrap unpacks the site once per build and runs from disk, as from a
+virtualenv; in zipimport mode it imports pure code from the archive (an index of the
+pure modules is shipped for that) and unpacks only native code.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class ZipappOptions:
     shebang: str = DEFAULT_SHEBANG
     compress: bool = True
     compile: bool = False
+    mode: str = boot.EXTRACT
 
 
 def options_for(action: Action) -> ZipappOptions:
@@ -87,6 +90,7 @@ def options_for(action: Action) -> ZipappOptions:
         shebang=str(getattr(settings, "shebang", DEFAULT_SHEBANG)),
         compress=bool(getattr(settings, "compress", True)),
         compile=bool(getattr(settings, "compile", False)),
+        mode=str(getattr(settings, "mode", boot.EXTRACT)),
     )
 
 
@@ -187,11 +191,27 @@ def _marshal(code: CodeType) -> bytes:
     return marshal.dumps(code, 2)
 
 
-def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False) -> list[Entry]:
-    """Every entry of the archive of `site`: payload, bootstrap, module index, build info.
+def _cached_pyc(rel: str) -> str:
+    """Where Python looks for the bytecode of the module file `rel` (its __pycache__)."""
+    folder, _, name = rel.rpartition("/")
+    cached = f"__pycache__/{name[:-3]}.{sys.implementation.cache_tag}.pyc"
+    return f"{folder}/{cached}" if folder else cached
 
-    `info` is the build info without the keys derived here: native, extract (the
+
+def layout(
+    site: Path,
+    info: Mapping[str, object],
+    *,
+    compile_pyc: bool = False,
+    mode: str = boot.EXTRACT,
+) -> list[Entry]:
+    """Every entry of the archive of `site`: payload, bootstrap, build info and, in
+    zipimport mode, the index of the pure modules.
+
+    `info` is the build info without the keys derived here: mode, native, extract (the
     top-level names holding native code), compiled and build_id (a hash of the rest).
+    With `compile_pyc` the bytecode of every module is shipped: next to it in zipimport
+    mode, in its __pycache__ in extract mode, where Python finds it once unpacked.
     """
     files = _site_files(site)
     from shipyard.builders.resolve import NATIVE
@@ -207,7 +227,10 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
         executable = bool(NATIVE.search(rel)) or os.access(path, os.X_OK)
         entries.append(Entry(f"{boot.SITE}/{rel}", data, 0o755 if executable else 0o644))
         module = _module_name(rel) if rel.endswith(".py") else None
-        if module and rel.split("/", 1)[0] not in native:
+        if module and mode == boot.EXTRACT:
+            if compile_pyc:
+                entries.append(Entry(f"{boot.SITE}/{_cached_pyc(rel)}", _pyc(rel, data)))
+        elif module and rel.split("/", 1)[0] not in native:
             if module not in modules or rel.endswith("/__init__.py"):
                 modules[module] = rel  # a package wins over a module of the same name
             if compile_pyc:
@@ -218,6 +241,7 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
         digest.update(hashlib.sha256(entry.data).digest())
     full = {
         **info,
+        "mode": mode,
         "native": bool(native),
         "extract": native,
         "compiled": compile_pyc,
@@ -263,6 +287,7 @@ class ZipappBuilder:
             "shebang": opts.shebang,
             "compress": opts.compress,
             "compile": opts.compile,
+            "mode": opts.mode,
             # The lock's bytes that concern this binary, not its path.
             "lock": lock_inputs(action, ctx),
             "python": ctx.python,
@@ -346,7 +371,7 @@ class ZipappBuilder:
             "distributions": {d.name: d.version for d in resolution.distributions},
             "shipyard": __version__,
         }
-        entries = layout(resolution.site, info, compile_pyc=opts.compile)
+        entries = layout(resolution.site, info, compile_pyc=opts.compile, mode=opts.mode)
         target = zipapp_file(
             ctx.dist, binary, ctx.stamp.version, None if universal else resolution.platform
         )

@@ -1,17 +1,28 @@
 """The bootstrap of every shipyard zipapp, copied verbatim into the archive as _shipyard/boot.py.
 
-Standard library only, and it imports little: startup time is the product. Pure Python
-is imported straight from the archive, its bytecode cached per build; native code is
-unpacked once per build into a cache folder that processes share safely.
+Standard library only, and it imports little: startup time is the product. Two modes:
+
+- extract (the default): the archive's site-packages is unpacked once per build into a
+  cache folder, and the program runs from there exactly as from a virtualenv: modules
+  are files on disk (``__file__``, ``importlib.resources`` and ``importlib.metadata``
+  see what they would in a venv), ``.pth`` files are processed, the interpreter's own
+  site-packages are left out, and Python caches bytecode next to the modules.
+- zipimport: pure Python is imported straight from the archive, its bytecode cached per
+  build; only native code is unpacked. Faster the first time, for zip-safe programs.
 
 The cache is code that runs, so it is used only when no one else could have written it:
 the root and every folder under it owned by this user (or root) and not writable by
 group or others, every folder above the root owned by this user or root and either not
 writable by group or others or sticky (as /tmp is). Otherwise the zipapp says why on
-stderr and runs without it: bytecode is not cached and native code is unpacked into a
-private temporary folder, removed at exit. So it does, with a one-line warning, when the
-default cache folder cannot be written (a home that is not writable); a folder named by
-$SHIPYARD_ZIPAPP_ROOT that cannot be written is an error (exit status 2).
+stderr and runs without it: it unpacks into a private temporary folder, removed at
+exit. So it does, with a one-line warning, when the default cache folder cannot be
+written (a home that is not writable); a folder named by $SHIPYARD_ZIPAPP_ROOT that
+cannot be written is an error (exit status 2).
+
+Every running start holds a shared lock on its build folder's ``use`` file and touches
+it; when a start makes a new build folder, the folders of older builds of the same
+binary beyond the newest $SHIPYARD_ZIPAPP_KEEP (default 3) are removed, unless a
+running start holds them.
 
 __main__.py (MAIN) compiles on every Python from 2.7 on and refuses one older than 3.7
 with one line before this module, which needs 3.7, is compiled.
@@ -35,13 +46,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
+    "EXTRACT",
+    "KEEP_ENV",
     "ROOT_ENV",
+    "ZIPIMPORT",
     "ArchiveImporter",
     "BootError",
     "UntrustedCache",
     "UnwritableCache",
     "cache_root",
     "check_target",
+    "hold",
+    "prune",
     "unpack",
     "unpack_private",
     "untrusted",
@@ -98,6 +114,17 @@ def _boot():
 _boot()
 """
 ROOT_ENV = "SHIPYARD_ZIPAPP_ROOT"
+# How many builds of one binary stay unpacked (the newest by last use).
+KEEP_ENV = "SHIPYARD_ZIPAPP_KEEP"
+KEEP = 3
+# The modes (build info "mode"): unpack everything and run from disk, or import from the zip.
+EXTRACT = "extract"
+ZIPIMPORT = "zipimport"
+# In each build folder: the binary's name; its mtime is the folder's last use, and every
+# running start holds a shared lock on it, so no other start removes the folder meanwhile.
+USE = "use"
+# A build folder being removed is first renamed to this prefix in the root.
+REMOVE_PREFIX = ".remove-"
 # Temporary folders: in a build folder while unpacking, in the temp folder when the
 # cache is not trusted. A live one is flock-ed by its process; an unlocked one is a
 # killed start's leftover, swept by the next start.
@@ -130,7 +157,7 @@ class UnwritableCache(BootError):
 
     def __init__(self, folder: str, reason: str) -> None:
         super().__init__(
-            f"cannot unpack native code into {folder} ({reason}); "
+            f"cannot unpack the zipapp into {folder} ({reason}); "
             f"set {ROOT_ENV} to a writable directory"
         )
         self.folder = folder
@@ -291,46 +318,110 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-def _extract(archive: str, tops: Sequence[str], folder: str) -> None:
-    import shutil
+# Threads that write an unpacked build: file creation waits on the disk and zlib
+# releases the GIL, so a few threads unpack a large site about twice as fast as one.
+UNPACK_THREADS = 4
+
+
+def _extract(archive: str, tops: Sequence[str] | None, folder: str) -> None:
+    """Copy the site's entries under the top-level names `tops` (all when None) into
+    `folder`, a new folder, then flush them to disk.
+
+    Every file is created exclusively with mode 0755 or 0644 (no links, no setuid, no
+    world-writable file, no name twice); a name that is not plain and relative, or that
+    is both a file and a folder, or a file whose bytes fail their CRC is a damaged
+    archive (BootError).
+    """
     import zipfile
 
-    prefixes = tuple(f"{SITE}/{top}" for top in tops)
-    made = [folder]
-    folders = set(made)
+    names = None if tops is None else {f"{SITE}/{top}" for top in tops}
     with zipfile.ZipFile(archive) as source:
+        members = []
         for info in source.infolist():
             name = info.filename
-            if info.is_dir() or not any(name == p or name.startswith(p + "/") for p in prefixes):
+            top = "/".join(name.split("/", 2)[:2])
+            if info.is_dir() or not name.startswith(SITE + "/"):
+                continue
+            if names is not None and top not in names:
                 continue
             parts = name.split("/")[1:]
             # Only plain relative names: nothing may land outside `folder`.
             if "\0" in name or any(part in ("", ".", "..") for part in parts):
                 raise BootError(f"the archive is damaged: it holds an unsafe name {name!r}")
-            path = os.path.join(folder, *parts)
+            members.append((info, os.path.join(folder, *parts)))
+        try:
+            made = {folder}
+            for parent in sorted({os.path.dirname(path) for _, path in members}):
+                if parent not in made:  # `folder` is new: every folder in it is ours
+                    _makedirs_public(parent, made)
+            _write_members(source, members)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:
+            raise BootError(
+                f"the archive is damaged: {exc.filename!r} is a file and a folder, or there twice"
+            ) from None
+        except zipfile.BadZipFile as exc:
+            raise BootError(f"the archive is damaged: {exc}") from None
+    # One flush of everything instead of one per file: the folder is renamed into place
+    # only once its files are on disk, so a power cut never leaves a half-written build
+    # that looks complete.
+    os.sync()
+
+
+def _write_members(source: Any, members: Sequence[tuple[Any, str]]) -> None:
+    """Write each (zip entry, path) of `members`, with a few threads when they are many."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def write(share: Sequence[tuple[Any, str]]) -> None:
+        for info, path in share:
+            data = source.read(info)  # checks the CRC
+            mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
+            fd = os.open(path, flags, mode)
             try:
-                for depth in range(1, len(parts)):
-                    sub = os.path.join(folder, *parts[:depth])
-                    if sub not in folders:  # `folder` is new: every folder in it is ours
-                        os.mkdir(sub, 0o755)
-                        folders.add(sub)
-                        made.append(sub)
-                with source.open(info) as src, open(path, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                    # Regular files only, 0755 or 0644: no setuid, no world-writable, no links.
-                    os.fchmod(dst.fileno(), 0o755 if (info.external_attr >> 16) & 0o111 else 0o644)
-                    dst.flush()
-                    os.fsync(dst.fileno())  # on disk before the rename publishes it
-            except (FileExistsError, NotADirectoryError, IsADirectoryError):
-                raise BootError(
-                    f"the archive is damaged: {name!r} is a file and a folder"
-                ) from None
-    for path in made:
-        _fsync(path)
+                os.fchmod(fd, mode)  # exactly 0755 or 0644, whatever the umask
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+
+    count = min(UNPACK_THREADS, max(len(members) // 64, 1))
+    if count == 1:
+        write(members)
+        return
+    import threading
+
+    failures: list[BaseException] = []
+
+    def run(share: Sequence[tuple[Any, str]]) -> None:
+        try:
+            write(share)
+        except BaseException as exc:  # re-raised in the calling thread
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=run, args=(members[index::count],), daemon=True)
+        for index in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
-def unpack(archive: str, tops: Sequence[str], target: str, root: str | None = None) -> str:
-    """Unpack the top-level entries `tops` of the archive's site into `target`, once.
+def _makedirs_public(path: str, made: set[str]) -> None:
+    """Make `path` and its missing parents up to a folder in `made` (mode 0755)."""
+    parent = os.path.dirname(path)
+    if parent not in made:
+        _makedirs_public(parent, made)
+    os.mkdir(path, 0o755)
+    made.add(path)
+
+
+def unpack(archive: str, tops: Sequence[str] | None, target: str, root: str | None = None) -> str:
+    """Unpack the top-level entries `tops` of the archive's site (all when None) into
+    `target`, once.
 
     `target` is reused or made only when no one else could have written it (see
     `untrusted`; `root` defaults to the folder two levels up, the cache root), else
@@ -384,8 +475,9 @@ def _remove(folder: str, lock: int) -> None:
     os.close(lock)
 
 
-def unpack_private(archive: str, tops: Sequence[str]) -> str:
-    """Unpack `tops` into a new private temporary folder, removed at exit; its site path.
+def unpack_private(archive: str, tops: Sequence[str] | None) -> str:
+    """Unpack `tops` (all when None) into a new private temporary folder, removed at
+    exit; its site path.
 
     For when the cache cannot be trusted. The folder stays locked while this process
     lives, so a later start sweeps it only once it is abandoned.
@@ -399,7 +491,7 @@ def unpack_private(archive: str, tops: Sequence[str]) -> str:
         folder, lock = _locked_temp(base, PRIVATE_PREFIX)
     except OSError as exc:
         raise BootError(
-            f"cannot unpack native code into {base} ({exc.strerror or exc}); "
+            f"cannot unpack the zipapp into {base} ({exc.strerror or exc}); "
             f"set TMPDIR or {ROOT_ENV} to a directory only you can write"
         ) from None
     atexit.register(_remove, folder, lock)
@@ -409,10 +501,121 @@ def unpack_private(archive: str, tops: Sequence[str]) -> str:
         _extract(archive, tops, target)
     except OSError as exc:
         raise BootError(
-            f"cannot unpack native code into {folder} ({exc.strerror or exc}); "
+            f"cannot unpack the zipapp into {folder} ({exc.strerror or exc}); "
             f"set TMPDIR or {ROOT_ENV} to a directory only you can write"
         ) from None
     return target
+
+
+# The use files this process holds: open (and locked) until it exits.
+_HELD: list[int] = []
+
+
+def hold(root: str, home: str, binary: str) -> bool:
+    """Make the build folder `home` if needed and hold it while this process lives.
+
+    Holding is a shared lock on its use file, touched to record this use. True when this
+    start made the use file (a new build folder). UntrustedCache when the folder or the
+    file is someone else's, UnwritableCache when it cannot be made.
+    """
+    import fcntl
+
+    path = os.path.join(home, USE)
+    try:
+        for _ in range(5):
+            _makedirs(home)
+            reason = untrusted(root, home)
+            if reason:
+                raise UntrustedCache(reason)
+            made = True
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                made = False
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                st = os.fstat(fd)
+                if st.st_uid != os.geteuid() or not stat.S_ISREG(st.st_mode):
+                    raise UntrustedCache(f"{path} is not a file of yours")
+                if made:
+                    os.write(fd, binary.encode())
+                fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a pruner holds it
+                if os.path.samestat(st, os.lstat(path)):
+                    # Not contextlib.suppress: the warm start does not import contextlib.
+                    try:  # noqa: SIM105
+                        os.utime(fd)
+                    except OSError:
+                        pass  # a read-only cache still runs; its folders just look unused
+                    _HELD.append(fd)
+                    return made
+            except FileNotFoundError:
+                pass  # removed while this start waited for the lock: make it again
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+    except OSError as exc:
+        raise UnwritableCache(os.path.dirname(home), str(exc.strerror or exc)) from None
+    raise UnwritableCache(os.path.dirname(home), "its build folder keeps being removed")
+
+
+def _is_build_id(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
+
+def prune(root: str, binary: str, keep: int, current: str = "") -> list[str]:
+    """Remove this user's build folders of `binary` under `root` beyond the `keep` most
+    recently used (`current`, a build id, counts as one and is never removed); the
+    removed build ids. A folder a running start holds is left alone.
+    """
+    import fcntl
+    import shutil
+
+    uid = os.geteuid()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    if any(name.startswith(REMOVE_PREFIX) for name in names):
+        _sweep(root, REMOVE_PREFIX)  # a removal a crash interrupted: finish it
+    used: list[tuple[float, str]] = []
+    for name in names:
+        path = os.path.join(root, name)
+        if name == current or not _is_build_id(name):
+            continue
+        try:
+            with open(os.path.join(path, USE), "rb", opener=_open_nofollow) as handle:
+                st = os.fstat(handle.fileno())
+                owner = handle.read(256).decode("utf-8", "replace")
+        except OSError:
+            continue  # being made, or not a build folder of this bootstrap
+        if st.st_uid == uid and owner == binary:
+            used.append((st.st_mtime, name))
+    removed = []
+    for _, name in sorted(used, reverse=True)[max(keep - 1, 0) :]:
+        home = os.path.join(root, name)
+        try:
+            fd = os.open(os.path.join(home, USE), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            trash = os.path.join(root, f"{REMOVE_PREFIX}{name[:16]}-{os.urandom(4).hex()}")
+            os.rename(home, trash)
+        except OSError:
+            continue  # running, or already gone
+        finally:
+            os.close(fd)
+        shutil.rmtree(trash, ignore_errors=True)
+        removed.append(name)
+    return removed
+
+
+def _keep(environ: Mapping[str, str]) -> int:
+    try:
+        return max(int(environ.get(KEEP_ENV, KEEP)), 1)
+    except ValueError:
+        return KEEP
 
 
 def _open_nofollow(path: str, flags: int) -> int:
@@ -593,24 +796,34 @@ class ArchiveImporter:
 
 
 def _caches(archive: str, info: Mapping[str, Any], root: str, home: str) -> tuple[str, str | None]:
-    """Where native code is imported from ("" for none) and bytecode is cached (None).
+    """Where unpacked code is imported from ("" for none) and bytecode is cached (None).
 
-    The build's folders under `home` when they can be trusted and written; else, after
-    one warning line, a private temporary folder and no bytecode cache. BootError when
-    the zipapp cannot run at all (including $SHIPYARD_ZIPAPP_ROOT not writable).
+    In extract mode the unpacked code is the whole site, in zipimport mode its native
+    packages. The build's folder `home` is used when it can be trusted and written, and
+    held while this process runs; a new one prunes older builds of the binary. Else,
+    after one warning line, a private temporary folder and no bytecode cache. BootError
+    when the zipapp cannot run at all (including $SHIPYARD_ZIPAPP_ROOT not writable).
     """
-    tops = info["extract"]
+    tops: Sequence[str] | None = None if info.get("mode") == EXTRACT else info["extract"]
     site = os.path.join(home, SITE)
-    bytecode = None if info["compiled"] else os.path.join(home, "bytecode")
-    folders = ([site] if tops else []) + ([bytecode] if bytecode else [])
-    reason = untrusted(root, *folders) if folders else None
+    bytecode = None if info["compiled"] or tops is None else os.path.join(home, "bytecode")
+    folders = ([site] if tops != [] else []) + ([bytecode] if bytecode else [])
+    if not folders:
+        return "", None  # zipimport mode, pure code shipped compiled: nothing on disk
+    reason = untrusted(root, *folders)
     warning = ""
-    if tops and not reason:
+    if not reason:
         try:
-            return unpack(archive, tops, site, root), bytecode
+            made = hold(root, home, str(info["binary"]))
+            unpacked = unpack(archive, tops, site, root) if tops != [] else ""
+            if made:
+                prune(root, str(info["binary"]), _keep(os.environ), os.path.basename(home))
+            return unpacked, bytecode
         except UntrustedCache as exc:
             reason = str(exc)
         except UnwritableCache as exc:
+            if tops == []:
+                return "", None  # only a bytecode cache was wanted: run without it
             if os.environ.get(ROOT_ENV):
                 raise  # the folder asked for cannot be used: say so, and how to fix it
             # The default folder: a home that is not writable (a service account, a
@@ -626,10 +839,26 @@ def _caches(archive: str, info: Mapping[str, Any], root: str, home: str) -> tupl
             f"without it (make the folder yours and not writable by group or others, "
             f"or set {ROOT_ENV} to one that is)\n"
         )
-    if not warning:
-        return "", bytecode
     sys.stderr.write(warning)
-    return (unpack_private(archive, tops) if tops else ""), None
+    return (unpack_private(archive, tops) if tops != [] else ""), None
+
+
+def _activate(site_dir: str, archive: str) -> None:
+    """Make sys.path a virtualenv's: the unpacked site where the interpreter's own
+    site-packages were (those are left out), after the standard library, with its
+    .pth files processed; the archive itself is taken off the path."""
+    if sys.path and os.path.abspath(sys.path[0]) == archive:
+        del sys.path[0]
+    site_module = sys.modules.get("site")  # absent under python -S: no .pth files then
+    theirs: set[str] = set()
+    if site_module is not None:
+        theirs.update(site_module.getsitepackages())
+        theirs.add(site_module.getusersitepackages())
+    at = next((i for i, entry in enumerate(sys.path) if entry in theirs), len(sys.path))
+    sys.path[:] = [entry for entry in sys.path if entry not in theirs]
+    sys.path.insert(at, site_dir)
+    if site_module is not None:
+        site_module.addsitedir(site_dir)
 
 
 def main(archive: str) -> None:
@@ -637,7 +866,7 @@ def main(archive: str) -> None:
     boot = marshal.loads(zipimport.zipimporter(archive).get_data(BOOT_DATA))
     info = boot["info"]
     build_id = str(info["build_id"])
-    if len(build_id) != 64 or not all(c in "0123456789abcdef" for c in build_id):
+    if not _is_build_id(build_id):
         sys.stderr.write(f"{info['binary']}: the archive is damaged (bad build id)\n")
         raise SystemExit(2)
     root = os.path.realpath(cache_root(os.environ))
@@ -648,18 +877,21 @@ def main(archive: str) -> None:
     except BootError as exc:
         sys.stderr.write(f"{info['binary']}: {exc}\n")
         raise SystemExit(2) from None
-    importer = ArchiveImporter(
-        archive, boot["modules"], boot["dists"], bytecode, bool(info["compiled"]), root
-    )
-    if sys.path and os.path.abspath(sys.path[0]) == archive:
-        sys.path[0] = importer.site
+    if info.get("mode") == EXTRACT:
+        _activate(native, archive)
     else:
-        sys.path.insert(0, importer.site)
-    if native:
-        sys.path.insert(0, native)
-    names = [getattr(f, "__name__", "") for f in sys.meta_path]
-    at = names.index("PathFinder") if "PathFinder" in names else len(names)
-    sys.meta_path.insert(at, importer)
+        importer = ArchiveImporter(
+            archive, boot["modules"], boot["dists"], bytecode, bool(info["compiled"]), root
+        )
+        if sys.path and os.path.abspath(sys.path[0]) == archive:
+            sys.path[0] = importer.site
+        else:
+            sys.path.insert(0, importer.site)
+        if native:
+            sys.path.insert(0, native)
+        names = [getattr(f, "__name__", "") for f in sys.meta_path]
+        at = names.index("PathFinder") if "PathFinder" in names else len(names)
+        sys.meta_path.insert(at, importer)
     module, _, attrs = str(info["entrypoint"]).partition(":")
     __import__(module)
     target: Any = sys.modules[module]
