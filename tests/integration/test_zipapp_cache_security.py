@@ -1,7 +1,7 @@
 """A second local user plants a zipapp cache; the zipapp, started as root, must not run it.
 
 Regression test for issue 12, item 1: the bootstrap reused `<SHIPYARD_ZIPAPP_ROOT>/<build
-id>/` (native site folder, cached bytecode) whoever owned it. The build id is public, so
+id>/` (the unpacked site, cached bytecode) whoever owned it. The build id is public, so
 `nobody` (via `runuser`) plants code where the archive will look, in a shared root under
 /tmp; then root starts the archive. Planted code would create a marker file. Each attempt
 must leave no marker and the genuine app must still run (from a private folder, with a
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,10 @@ NOBODY = 65534
 TRIALS = int(os.environ.get("SHIPYARD_ZIPAPP_ATTACK_TRIALS", "1"))
 GENUINE = "def main():\n    print('genuine', __file__)\n"
 APPS: dict[str, dict[str, str | bytes]] = {
-    # Native code: the archive's package is unpacked into <root>/<id>/site.
+    # The site is unpacked into <root>/<id>/site: planted modules there would run.
     "native site": {"app/__init__.py": GENUINE, "app/_speedups.so": b"\x7fELF"},
-    # Pure code: its bytecode is cached in <root>/<id>/bytecode.
+    # Python caches bytecode in the site's __pycache__ folders: planted bytecode there
+    # (unchecked hash-based, so never compared with the source) would run.
     "bytecode": {"app/__init__.py": GENUINE},
 }
 
@@ -95,20 +97,25 @@ def shared() -> Iterator[Path]:
 
 
 def _plant(pyz: Path, kind: str, root: Path, staging: Path, marker: Path) -> None:
-    """As nobody, put code that writes `marker` where the archive looks for its cache."""
+    """As nobody, put code that writes `marker` where the archive looks for its site."""
     payload = f"open({str(marker)!r}, 'w').close()\ndef main():\n    print('planted')\n"
     home = root / build_id(pyz)
+    app = staging / "app"
+    app.mkdir(mode=0o755)
     if kind == "native site":
-        target = home / "site" / "app"
-        (staging / "__init__.py").write_text(payload)
-        (staging / "_speedups.so").write_bytes(b"\x7fELF")
+        (app / "__init__.py").write_text(payload)
+        (app / "_speedups.so").write_bytes(b"\x7fELF")
     else:
-        target = home / "bytecode"
-        (staging / "app.pyc").write_bytes(marshal.dumps(compile(payload, "planted", "exec")))
-    for path in staging.iterdir():
-        path.chmod(0o644)
-    _as_nobody("mkdir", "-p", str(target))
-    _as_nobody("cp", *(str(p) for p in sorted(staging.iterdir())), str(target))
+        (app / "__init__.py").write_text(GENUINE)
+        (app / "__pycache__").mkdir(mode=0o755)
+        header = MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(GENUINE.encode())
+        code = marshal.dumps(compile(payload, "planted", "exec"))
+        pyc = app / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+        pyc.write_bytes(header + code)
+    for path in app.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    _as_nobody("mkdir", "-p", str(home / "site"))
+    _as_nobody("cp", "-r", str(app), str(home / "site"))
     _as_nobody("chmod", "-R", "a+rX", str(home))
 
 
@@ -158,8 +165,8 @@ def test_a_cache_planted_by_another_user_never_runs(shared: Path, tmp_path: Path
         area=AREA,
         cases=attempts,
         injected=(
-            "as nobody (runuser), native site folders and marshal bytecode that write a "
-            "marker, planted under <SHIPYARD_ZIPAPP_ROOT>/<build id>/ in shared roots under "
+            "as nobody (runuser), site modules and __pycache__ bytecode that write a "
+            "marker, planted under <SHIPYARD_ZIPAPP_ROOT>/<build id>/site in shared roots under "
             f"/tmp ({len(SETUPS)} ways: world-writable, sticky, made by nobody, "
             "group-writable with nobody in the group, private root with nobody's build "
             "folder) for native and pure zipapps, then the zipapp started as root"

@@ -1,5 +1,5 @@
 """Issue 17's compatibility corpus: ten popular applications, each built as a zipapp
-(default mode) and run on a real command, with the same exit status and output as the
+and run on a real command, with the same exit status and output as the
 same command from a virtualenv of the same distributions on the same interpreter."""
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A zipapp runs where it can and says in one line why it cannot (issue 18, item 11).
 
-(a) A zipapp with native code, started by a user whose home is not writable (a
-service account such as `nobody`, HOME=/nonexistent), exited 2 ("cannot unpack
-native code into ..."): it now unpacks into a private temporary folder, removed
-at exit, after one warning line naming the cache folder it could not use.
+(a) A zipapp started by a user whose home is not writable (a service account such
+as `nobody`, HOME=/nonexistent) exited 2 ("cannot unpack native code into ..."):
+it now unpacks its site into a private temporary folder, removed at exit, after one
+warning line naming the cache folder it could not use. Pure and native sites alike:
+both run from an unpacked site.
 
 (b) Python 2.7 and 3.6 got a SyntaxError traceback: __main__.py handed them the
 bootstrap, which needs 3.7. __main__.py now compiles on every Python from 2.7 on
@@ -38,6 +39,7 @@ from tests.unit.test_zipapp_boot import make_pyz
 NOBODY = 65534
 APP = "def main():\n    print('file', __file__)\n"
 NATIVE: dict[str, str | bytes] = {"app/__init__.py": APP, "app/_speedups.so": b"\x7fELF"}
+PURE: dict[str, str | bytes] = {"app/__init__.py": APP}
 HERE = "{}.{}".format(*sys.version_info[:2])
 
 
@@ -89,12 +91,13 @@ def _as_nobody(
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("files", [NATIVE, PURE], ids=["native", "pure"])
 @pytest.mark.parametrize("home", ["/nonexistent", "root-owned 0755 folder"])
-def test_native_code_falls_back_to_a_private_temporary_folder_when_home_is_not_writable(
-    shared: Path, home: str
+def test_the_site_falls_back_to_a_private_temporary_folder_when_home_is_not_writable(
+    shared: Path, home: str, files: dict[str, str | bytes]
 ) -> None:
     python, version = _system_python()
-    pyz = make_pyz(shared, NATIVE, python=version)
+    pyz = make_pyz(shared, files, python=version)
     pyz.chmod(0o755)
     if home != "/nonexistent":
         folder = shared / "home"
@@ -144,20 +147,6 @@ def test_the_mesh_agent_zipapp_built_by_the_cli_runs_as_nobody_without_a_home(
     (line,) = ran.stderr.splitlines()
     assert line.startswith("mesh-agent: warning: cannot write the zipapp cache in /nonexistent/")
     assert os.listdir(temp) == []
-
-
-@pytest.mark.integration
-def test_pure_code_runs_silently_when_home_is_not_writable(shared: Path) -> None:
-    python, version = _system_python()
-    pyz = make_pyz(shared, {"app/__init__.py": APP}, python=version)
-    pyz.chmod(0o755)
-    temp = shared / "tmp"
-    temp.mkdir()
-    temp.chmod(0o1777)
-    done = _as_nobody(python, pyz, "/nonexistent", temp)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""  # nothing to unpack: no bytecode cache, no word about it
-    assert done.stdout.startswith(f"file {pyz}")
 
 
 def test_an_unwritable_root_named_by_the_variable_is_still_an_error(tmp_path: Path) -> None:

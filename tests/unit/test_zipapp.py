@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -52,25 +53,17 @@ def test_the_archive_is_a_shebang_then_a_sorted_zip_with_one_time_and_normal_mod
         infos = archive.infolist()
         names = [i.filename for i in infos]
         assert names == sorted(names)
-        assert names == [
-            "__main__.py",
-            "site/",
-            "site/mod.py",
-            "site/pkg/",
-            "site/pkg/__init__.py",
-            "site/pkg/tool.so",
-        ]
+        # No folder entries: the bootstrap makes the folders of what it unpacks.
+        assert names == ["__main__.py", "site/mod.py", "site/pkg/__init__.py", "site/pkg/tool.so"]
         assert {i.date_time for i in infos} == {(2023, 11, 14, 22, 13, 20)}
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in infos}
         assert modes == {
             "__main__.py": 0o644,
-            "site/": 0o755,
             "site/mod.py": 0o644,
-            "site/pkg/": 0o755,
             "site/pkg/__init__.py": 0o644,
             "site/pkg/tool.so": 0o755,
         }
-        assert {i.compress_type for i in infos if not i.is_dir()} == {zipfile.ZIP_DEFLATED}
+        assert {i.compress_type for i in infos} == {zipfile.ZIP_DEFLATED}
         assert archive.read("site/pkg/tool.so") == b"\x7fELF"
 
 
@@ -117,43 +110,34 @@ def _boot_data(entries: list[Entry]) -> dict[str, object]:
     return loaded
 
 
-def test_layout_indexes_pure_modules_and_marks_native_tops_for_unpacking(tmp_path: Path) -> None:
-    entries = layout(_site(tmp_path / "site"), {"binary": "app"}, mode=boot.ZIPIMPORT)
+def test_layout_ships_the_site_the_bootstrap_and_the_build_info(tmp_path: Path) -> None:
+    entries = layout(_site(tmp_path / "site"), {"binary": "app"})
     names = {e.name for e in entries}
-    assert {"__main__.py", boot.BUILD_INFO, boot.BOOT_DATA, "site/app/data.txt"} <= names
-    assert not any("__pycache__" in n or n.startswith("site/bin/") for n in names)
-    data = _boot_data(entries)
-    assert data["modules"] == {
-        "app": "app/__init__.py",
-        "app.util": "app/util.py",
-        "single": "single.py",
-    }
-    assert data["dists"] == ["app-1.0.dist-info"]
+    assert {"__main__.py", boot.SOURCE, boot.BUILD_INFO, boot.BOOT_DATA} <= names
+    site = {n.removeprefix("site/") for n in names if n.startswith("site/")}
+    assert site == {
+        "app/__init__.py",
+        "app/util.py",
+        "app/data.txt",
+        "fast/__init__.py",
+        "fast/_c.cpython-311-x86_64-linux-gnu.so",
+        "fast.libs/libz-1a2b.so.1.2.13",
+        "single.py",
+        "app-1.0.dist-info/METADATA",
+        "not-a-module/x.py",
+    }  # no stale __pycache__, no scripts with the installer's shebang
     info = json.loads(next(e.data for e in entries if e.name == boot.BUILD_INFO))
-    assert info["extract"] == ["fast", "fast.libs"] and info["native"] is True
-    assert info["mode"] == "zipimport"
-    assert info == {**cast(dict[str, object], data["info"])}
+    assert info == _boot_data(entries)  # what the bootstrap reads is what users read
+    assert set(info) == {"binary", "native", "compiled", "build_id"}
+    assert (info["native"], info["compiled"]) == (True, False)
     assert next(e for e in entries if e.name.endswith(".so")).mode == 0o755
-
-
-def test_an_extract_layout_ships_the_same_site_without_a_module_index(tmp_path: Path) -> None:
-    site = _site(tmp_path / "site")
-    entries = layout(site, {"binary": "app"})
-    data = _boot_data(entries)
-    assert cast(dict[str, object], data["info"])["mode"] == "extract"  # the default
-    assert data["modules"] == {}
-    indexed = layout(site, {"binary": "app"}, mode=boot.ZIPIMPORT)
-    assert {e.name for e in entries} == {e.name for e in indexed}
-    assert [e for e in entries if e.name.startswith("site/")] == [
-        e for e in indexed if e.name.startswith("site/")
-    ]
 
 
 def test_the_build_id_follows_the_content_not_the_build_info(tmp_path: Path) -> None:
     site = _site(tmp_path / "site")
 
     def build_id(info: dict[str, object]) -> object:
-        return cast(dict[str, object], _boot_data(layout(site, info))["info"])["build_id"]
+        return _boot_data(layout(site, info))["build_id"]
 
     first = build_id({"version": "1"})
     assert build_id({"version": "2"}) == first
@@ -161,7 +145,7 @@ def test_the_build_id_follows_the_content_not_the_build_info(tmp_path: Path) -> 
     assert build_id({"version": "1"}) != first
 
 
-def test_compiled_extract_layouts_put_pyc_files_where_python_looks(tmp_path: Path) -> None:
+def test_compiled_layouts_put_pyc_files_where_python_looks(tmp_path: Path) -> None:
     site = _site(tmp_path / "site")
     entries = layout(site, {}, compile_pyc=True)
     tag = sys.implementation.cache_tag
@@ -170,26 +154,13 @@ def test_compiled_extract_layouts_put_pyc_files_where_python_looks(tmp_path: Pat
         f"site/app/__pycache__/__init__.{tag}.pyc",
         f"site/app/__pycache__/util.{tag}.pyc",
         f"site/__pycache__/single.{tag}.pyc",
-        f"site/fast/__pycache__/__init__.{tag}.pyc",  # unpacked too, with the pure code
+        f"site/fast/__pycache__/__init__.{tag}.pyc",
     }
     assert layout(site, {}, compile_pyc=True) == entries  # deterministic
-
-
-def test_compiled_layouts_carry_pyc_files_that_zipimport_accepts(tmp_path: Path) -> None:
-    site = _site(tmp_path / "site")
-    entries = layout(site, {}, compile_pyc=True, mode=boot.ZIPIMPORT)
-    pyc = {e.name: e.data for e in entries if e.name.endswith(".pyc")}
-    assert set(pyc) == {"site/app/__init__.pyc", "site/app/util.pyc", "site/single.pyc"}
-    assert layout(site, {}, compile_pyc=True, mode=boot.ZIPIMPORT) == entries  # deterministic
-    write_archive(tmp_path / "a.zip", DEFAULT_SHEBANG, entries, EPOCH, compress=True)
-    probe = "import sys; sys.path.insert(0, sys.argv[1]); import app; print(app.__spec__.origin)"
-    done = subprocess.run(
-        [sys.executable, "-c", probe, f"{tmp_path / 'a.zip'}/site"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout.strip().endswith("app/__init__.pyc")
+    header = next(e.data for e in entries if e.name.endswith(f"util.{tag}.pyc"))[:16]
+    # Unchecked hash-based (PEP 552 flags 0b01): trusted without reading the source.
+    assert header[:4] == MAGIC_NUMBER and int.from_bytes(header[4:8], "little") == 1
+    assert header[8:] == source_hash(b"")
 
 
 def test_options_come_from_the_action_with_defaults() -> None:
@@ -197,14 +168,11 @@ def test_options_come_from_the_action_with_defaults() -> None:
     assert options_for(bare) == ZipappOptions(entrypoint="")
     wired = SimpleNamespace(
         entrypoint="x.cli:main",
-        zipapp=SimpleNamespace(
-            shebang="/usr/bin/python3.11", compress=False, compile=True, mode="zipimport"
-        ),
+        zipapp=SimpleNamespace(shebang="/usr/bin/python3.11", compress=False, compile=True),
     )
     assert options_for(cast(Action, wired)) == ZipappOptions(
-        "x.cli:main", "/usr/bin/python3.11", False, True, "zipimport"
+        "x.cli:main", "/usr/bin/python3.11", False, True
     )
-    assert options_for(bare).mode == "extract"
 
 
 def _ctx(tmp_path: Path) -> BuildContext:
@@ -266,7 +234,7 @@ def test_native_dependencies_make_one_zipapp_per_platform(tmp_path: Path) -> Non
     assert [a.path.name for a in outcome.outputs] == ["app-1.2.3-linux_amd64.pyz"]
     with zipfile.ZipFile(outcome.outputs[0].path) as archive:
         info = json.loads(archive.read(boot.BUILD_INFO))
-    assert (info["platform"], info["extract"]) == ("linux/amd64", ["fast"])
+    assert (info["platform"], info["native"]) == ("linux/amd64", True)
     with pytest.raises(BuildError, match="no wheel of fast for linux/arm64"):
         Wrapped(builder).run(_action("linux/amd64", "linux/arm64"), ctx, (wheel,))
 

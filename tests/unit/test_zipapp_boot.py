@@ -1,4 +1,4 @@
-"""The zipapp bootstrap: how it starts, imports from the archive, and refuses a wrong target."""
+"""The zipapp bootstrap: how it starts, runs the unpacked site, and refuses a wrong target."""
 
 from __future__ import annotations
 
@@ -39,10 +39,8 @@ def make_pyz(
     platform: str = "any",
     compile_pyc: bool = False,
     name: str = "app.pyz",
-    mode: str = boot.ZIPIMPORT,
 ) -> Path:
-    """An archive of a site made of `files`, laid out and written as the builder does
-    (in zipimport mode unless `mode` says otherwise: most tests here are about it)."""
+    """An archive of a site made of `files`, laid out and written as the builder does."""
     site = folder / f"{name}-site"
     for rel, text in files.items():
         path = site / rel
@@ -63,7 +61,7 @@ def make_pyz(
     write_archive(
         target,
         DEFAULT_SHEBANG,
-        layout(site, info, compile_pyc=compile_pyc, mode=mode),
+        layout(site, info, compile_pyc=compile_pyc),
         0,
         compress=True,
     )
@@ -89,7 +87,7 @@ def run(
 def build_id(pyz: Path) -> str:
     """The build id the archive's bootstrap keys its cache folder with."""
     with zipfile.ZipFile(pyz) as archive:
-        return str(marshal.loads(archive.read(boot.BOOT_DATA))["info"]["build_id"])
+        return str(marshal.loads(archive.read(boot.BOOT_DATA))["build_id"])
 
 
 @pytest.mark.parametrize("precompiled", [True, False])
@@ -111,18 +109,19 @@ def test_the_bootstrap_runs_precompiled_code_when_it_fits_else_its_source(
     assert run(pyz, tmp_path / "cache").returncode == 3
 
 
-def test_a_pure_app_runs_from_the_archive_and_exits_with_the_entrypoint_result(
+def test_the_app_runs_from_its_unpacked_site_and_exits_with_the_entrypoint_result(
     tmp_path: Path,
 ) -> None:
     pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
     done = run(pyz, tmp_path / "cache", "a", "--b")
     assert done.returncode == 3, done.stderr
-    assert f"file {pyz}{os.sep}site{os.sep}app{os.sep}__init__.py" in done.stdout
+    site = tmp_path / "cache" / build_id(pyz) / "site"
+    assert f"file {site / 'app' / '__init__.py'}" in done.stdout
     assert "argv ['a', '--b']" in done.stdout
-    assert not (tmp_path / "cache" / build_id(pyz) / "site").exists()  # nothing unpacked
+    assert done.stderr == ""
 
 
-def test_metadata_resources_and_namespace_packages_work_inside_the_archive(
+def test_metadata_resources_and_namespace_packages_work_from_the_unpacked_site(
     tmp_path: Path,
 ) -> None:
     app = """\
@@ -140,7 +139,7 @@ def main():
             "app/data.txt": "payload\n",
             "app-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: app\nVersion: 1.0\n",
             "other_dist-2.5.dist-info/METADATA": "Name: other-dist\nVersion: 2.5\n",
-            "ns/inner/__init__.py": "VALUE = 'namespace'\n",
+            "ns/inner/__init__.py": "VALUE = 'namespace'\n",  # ns has no __init__.py
         },
     )
     done = run(pyz, tmp_path / "cache")
@@ -148,42 +147,22 @@ def main():
     assert done.stdout.splitlines() == ["1.0 2.5", "payload", "payload namespace"]
 
 
-def test_bytecode_is_cached_per_build_and_used_on_the_next_start(tmp_path: Path) -> None:
-    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
-    assert run(pyz, tmp_path / "cache").returncode == 3
-    cached = tmp_path / "cache" / build_id(pyz) / "bytecode" / "app.pyc"
-    assert cached.is_file()
-    cached.write_bytes(marshal.dumps(compile("def main():\n    print('cached')\n", "x", "exec")))
-    done = run(pyz, tmp_path / "cache")
-    assert (done.returncode, done.stdout) == (0, "cached\n")
-
-
-def test_a_moved_archive_reports_its_new_path_in_tracebacks(tmp_path: Path) -> None:
+def test_a_moved_archive_runs_from_its_builds_unpacked_site(tmp_path: Path) -> None:
     app = "import traceback\ndef main():\n    try:\n        raise KeyError('boom')\n"
     app += "    except KeyError:\n        traceback.print_exc()\n"
     pyz = make_pyz(tmp_path, {"app/__init__.py": app})
-    assert run(pyz, tmp_path / "cache").returncode == 0  # compiles and caches
+    root = tmp_path / "cache"
+    assert run(pyz, root).returncode == 0  # unpacks
+    module = root / build_id(pyz) / "site" / "app" / "__init__.py"
+    unpacked = module.stat().st_mtime_ns
     moved = tmp_path / "elsewhere" / "moved.pyz"
     moved.parent.mkdir()
     shutil.copy(pyz, moved)
-    done = run(moved, tmp_path / "cache")
-    assert f'File "{moved}{os.sep}site{os.sep}app{os.sep}__init__.py", line 4' in done.stderr
-    assert "raise KeyError('boom')" in done.stderr  # linecache asked the loader for the source
-
-
-def test_an_unwritable_bytecode_cache_still_runs_a_pure_app(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
-    assert run(pyz, blocker / "cache").returncode == 3
-
-
-def test_precompiled_archives_need_no_bytecode_cache(tmp_path: Path) -> None:
-    pyz = make_pyz(tmp_path, {"app/__init__.py": APP}, compile_pyc=True)
-    with zipfile.ZipFile(pyz) as archive:
-        assert "site/app/__init__.pyc" in archive.namelist()
-    assert run(pyz, tmp_path / "cache").returncode == 3
-    assert not (tmp_path / "cache").exists()
+    done = run(moved, root)
+    assert f'File "{module}", line 4' in done.stderr
+    assert "raise KeyError('boom')" in done.stderr  # the source, on disk
+    assert module.stat().st_mtime_ns == unpacked  # the same build: not unpacked again
+    assert [p.name for p in root.iterdir()] == [build_id(pyz)]
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -2,7 +2,9 @@
 
 Regression tests for issue 12, item 1: the bootstrap reused `<root>/<build id>/` (site
 folder and bytecode) whoever owned it. Here as one user; tests/integration/
-test_zipapp_cache_security.py plants the cache as a second user.
+test_zipapp_cache_security.py plants the cache as a second user. The bytecode that runs
+is Python's own, in the __pycache__ folders of the unpacked site, so it is as safe as
+the site folder is.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
+from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ def planted(marker: Path) -> str:
 
 @pytest.fixture
 def native_pyz(tmp_path: Path) -> Path:
-    """An archive whose package `app` holds a (fake) extension module, so it is unpacked."""
+    """An archive whose package `app` holds a (fake) extension module."""
     return make_pyz(
         tmp_path, {"app/__init__.py": NATIVE_APP, "app/_speedups.so": b"\x7fELF"}, name="n.pyz"
     )
@@ -45,7 +47,7 @@ def native_pyz(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def pure_pyz(tmp_path: Path) -> Path:
-    """An archive of pure Python, whose bytecode is cached."""
+    """An archive of pure Python: Python caches its bytecode in the unpacked site."""
     return make_pyz(tmp_path, {"app/__init__.py": APP}, name="p.pyz")
 
 
@@ -84,7 +86,7 @@ def test_a_root_writable_by_group_or_others_is_not_trusted_even_if_ours_or_stick
     root = tmp_path / "root"
     root.mkdir()
     root.chmod(mode)
-    reason = boot.untrusted(str(root), str(root / "id" / "bytecode"))
+    reason = boot.untrusted(str(root), str(root / "id" / "site"))
     assert reason is not None and reason.startswith(f"{root} is writable by {who}")
 
 
@@ -135,16 +137,33 @@ def test_a_file_where_a_folder_goes_is_left_to_fail_as_unusable(tmp_path: Path) 
 # The bootstrap: planted caches do not run, the app still does.
 
 
+def plant_bytecode(site: Path, marker: Path) -> Path:
+    """The genuine source of `app` with bytecode beside it that writes `marker`: unchecked
+    hash-based (PEP 552), so Python runs it without comparing it with the source."""
+    (site / "app" / "__pycache__").mkdir(parents=True)
+    (site / "app" / "__init__.py").write_text(APP)
+    code = compile(planted(marker), str(site / "app" / "__init__.py"), "exec")
+    header = MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(APP.encode())
+    pyc = site / "app" / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    pyc.write_bytes(header + marshal.dumps(code))
+    return pyc
+
+
 def test_planted_bytecode_in_a_root_others_can_write_does_not_run(
     tmp_path: Path, pure_pyz: Path
 ) -> None:
+    # The control: in a root the bootstrap trusts, planted bytecode is what runs.
+    trusted = tmp_path / "trusted"
+    plant_bytecode(trusted / build_id(pure_pyz) / "site", tmp_path / "control")
+    assert run(pure_pyz, trusted).stdout == "planted\n"
+    assert (tmp_path / "control").exists()
     root = tmp_path / "shared"
-    cached = root / build_id(pure_pyz) / "bytecode" / "app.pyc"
-    cached.parent.mkdir(parents=True)
     marker = tmp_path / "pwned"
-    cached.write_bytes(marshal.dumps(compile(planted(marker), "x", "exec")))
+    pyc = plant_bytecode(root / build_id(pure_pyz) / "site", marker)
+    planted_bytes = pyc.read_bytes()
     root.chmod(0o777)
-    done = run(pure_pyz, root)
+    tmp = tmp_path / "tmp"
+    done = run_with_tmp(pure_pyz, root, tmp)
     assert done.returncode == 3, done.stderr  # the genuine app ran
     assert not marker.exists()
     assert done.stderr == (
@@ -152,7 +171,10 @@ def test_planted_bytecode_in_a_root_others_can_write_does_not_run(
         "(mode 777); running without it (make the folder yours and not writable by group or "
         "others, or set SHIPYARD_ZIPAPP_ROOT to one that is)\n"
     )
-    assert sorted(p.name for p in cached.parent.iterdir()) == ["app.pyc"]  # nothing cached
+    assert re.match(rf"file {tmp}/shipyard-zipapp-[^/]+/site/app/__init__.py\n", done.stdout)
+    assert pyc.read_bytes() == planted_bytes  # the cache was left alone
+    assert sorted(p.name for p in pyc.parent.iterdir()) == [pyc.name]
+    assert list(tmp.iterdir()) == []
 
 
 def test_planted_native_code_in_a_root_others_can_write_does_not_run(
@@ -174,37 +196,27 @@ def test_planted_native_code_in_a_root_others_can_write_does_not_run(
     assert list(tmp.iterdir()) == []
 
 
-def test_a_group_writable_bytecode_file_is_not_loaded_but_replaced(
-    tmp_path: Path, pure_pyz: Path
-) -> None:
-    root = tmp_path / "cache"
-    assert run(pure_pyz, root).returncode == 3
-    cached = root / build_id(pure_pyz) / "bytecode" / "app.pyc"
-    marker = tmp_path / "pwned"
-    cached.write_bytes(marshal.dumps(compile(planted(marker), "x", "exec")))
-    cached.chmod(0o664)
-    done = run(pure_pyz, root)
-    assert done.returncode == 3, done.stderr
-    assert not marker.exists()
-    assert cached.stat().st_mode & 0o777 == 0o600  # recompiled and replaced
-
-
 def test_the_bootstrap_makes_every_folder_it_creates_private(
     tmp_path: Path, native_pyz: Path, pure_pyz: Path
 ) -> None:
     root = tmp_path / "made" / "by" / "boot"
-    assert run(pure_pyz, root).returncode == 3
-    assert run(native_pyz, root).returncode == 0
+    # Python writes bytecode beside the unpacked modules (unless told not to).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env[boot.ROOT_ENV] = str(root)
+    codes = [
+        subprocess.run([sys.executable, str(pyz)], env=env, check=False).returncode
+        for pyz in (pure_pyz, native_pyz)
+    ]
+    assert codes == [3, 0]  # APP's main returns 3
     for folder in (tmp_path / "made", tmp_path / "made" / "by", root):
         assert folder.stat().st_mode & 0o777 == 0o700, folder
     for pyz in (pure_pyz, native_pyz):
-        assert (root / build_id(pyz)).stat().st_mode & 0o777 == 0o700
-    bytecode = root / build_id(pure_pyz) / "bytecode"
-    assert bytecode.stat().st_mode & 0o777 == 0o700
-    assert (bytecode / "app.pyc").stat().st_mode & 0o777 == 0o600
-    site = root / build_id(native_pyz) / "site"
-    assert site.stat().st_mode & 0o777 == 0o700
-    assert (site / "app").stat().st_mode & 0o022 == 0
+        home = root / build_id(pyz)
+        assert home.stat().st_mode & 0o777 == 0o700
+        assert (home / "site").stat().st_mode & 0o777 == 0o700  # no one else reaches in
+        assert (home / "site" / "app").stat().st_mode & 0o022 == 0
+        # The bytecode cache is inside that private folder.
+        assert list((home / "site" / "app" / "__pycache__").glob("__init__.*.pyc"))
 
 
 def test_untrusted_cache_still_reports_a_damaged_or_wrong_target_first(tmp_path: Path) -> None:
@@ -236,16 +248,10 @@ def test_temporary_names_are_unpredictable(
     monkeypatch.setattr(os, "rename", rename)
     monkeypatch.setattr(os, "replace", replace)
     for n in range(2):
-        boot.unpack(str(native_pyz), ["app"], str(tmp_path / "root" / str(n) / "site"))
-        bytecode = tmp_path / "root" / str(n) / "bytecode"
-        importer = boot.ArchiveImporter(str(native_pyz), {}, [], str(bytecode))
-        importer._store("mod", compile("", "x", "exec"))
-        assert (bytecode / "mod.pyc").is_file()
-    unpacks, stores = renamed[0::2], renamed[1::2]
-    assert all(re.fullmatch(r"\.unpack-[a-z0-9_]{8}", n) for n in unpacks), unpacks
-    assert all(re.fullmatch(r"mod\.pyc\.[0-9a-f]{16}\.tmp", n) for n in stores), stores
-    assert len(set(unpacks)) == len(set(stores)) == 2
-    assert not any(str(os.getpid()) in n.split(".")[-1] for n in unpacks + stores)
+        boot.unpack(str(native_pyz), str(tmp_path / "root" / str(n) / "site"))
+    assert len(renamed) == len(set(renamed)) == 2
+    assert all(re.fullmatch(r"\.unpack-[a-z0-9_]{8}", n) for n in renamed), renamed
+    assert not any(str(os.getpid()) in n for n in renamed)
 
 
 def test_unpacked_files_are_flushed_before_the_rename_that_publishes_them(
@@ -273,7 +279,7 @@ def test_unpacked_files_are_flushed_before_the_rename_that_publishes_them(
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "rename", rename)
     monkeypatch.setattr(os, "sync", sync)
-    boot.unpack(str(native_pyz), ["app"], str(target))
+    boot.unpack(str(native_pyz), str(target))
     written = [("app/__init__.py", len(NATIVE_APP)), ("app/_speedups.so", 4)]
     assert [kind for kind, _ in events] == ["sync", "rename", "fsync"]
     assert events[0][1] == repr(written)
@@ -358,18 +364,6 @@ def test_a_killed_starts_private_folder_is_swept_by_a_later_private_start(
     assert done.returncode == 0, done.stderr
     assert not dead.exists()
     assert sorted(tmp.iterdir()) == [live]  # the dead one swept, this start's own removed
-
-
-def test_stale_temporary_bytecode_files_are_swept(tmp_path: Path, pure_pyz: Path) -> None:
-    bytecode = tmp_path / "root" / build_id(pure_pyz) / "bytecode"
-    bytecode.mkdir(parents=True)
-    stale, fresh = bytecode / "app.pyc.00112233aabbccdd.tmp", bytecode / "x.pyc.0123.tmp"
-    stale.write_bytes(b"")
-    fresh.write_bytes(b"")
-    hour_ago = time.time() - 3600
-    os.utime(stale, (hour_ago, hour_ago))
-    assert run(pure_pyz, tmp_path / "root").returncode == 3
-    assert sorted(p.name for p in bytecode.iterdir()) == ["app.pyc", fresh.name]
 
 
 def test_a_temporary_folder_swept_before_it_is_locked_is_replaced(

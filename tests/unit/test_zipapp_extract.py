@@ -1,4 +1,4 @@
-"""Extract mode, the default: the site is unpacked once per build and runs as from a venv.
+"""The site is unpacked once per build and runs as from a venv.
 
 What a virtualenv gives a program and these tests hold the bootstrap to: modules are files
 on disk (data next to `__file__`, importlib.resources, importlib.metadata and entry
@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -56,11 +55,6 @@ VENV_FILES: dict[str, str | bytes] = {
 }
 
 
-def extract_pyz(folder: Path, files: Mapping[str, str | bytes], **options: object) -> Path:
-    """An extract-mode archive of `files` (see make_pyz)."""
-    return make_pyz(folder, files, mode=boot.EXTRACT, **options)  # type: ignore[arg-type]
-
-
 def lines(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
     """The app's output lines by their first word."""
     assert done.returncode == 0, done.stderr
@@ -68,7 +62,7 @@ def lines(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 
 def test_the_program_runs_from_files_on_disk_as_in_a_virtualenv(tmp_path: Path) -> None:
-    pyz = extract_pyz(tmp_path, VENV_FILES)
+    pyz = make_pyz(tmp_path, VENV_FILES)
     root = tmp_path / "cache"
     shown = lines(run(pyz, root))
     site = root / build_id(pyz) / "site"
@@ -89,12 +83,12 @@ def test_the_interpreters_own_site_packages_are_left_out(tmp_path: Path) -> None
     probe = "import importlib.util, site, sys\ndef main():\n"
     probe += "    print('pytest', importlib.util.find_spec('pytest') is not None)\n"
     probe += "    print('theirs', any(p in sys.path for p in site.getsitepackages()))\n"
-    pyz = extract_pyz(tmp_path, {"app/__init__.py": probe})
+    pyz = make_pyz(tmp_path, {"app/__init__.py": probe})
     assert lines(run(pyz, tmp_path / "cache")) == {"pytest": "False", "theirs": "False"}
 
 
 def test_a_build_is_unpacked_once_and_each_start_marks_its_use(tmp_path: Path) -> None:
-    pyz = extract_pyz(tmp_path, {"app/__init__.py": "def main():\n    return 0\n"})
+    pyz = make_pyz(tmp_path, {"app/__init__.py": "def main():\n    return 0\n"})
     root = tmp_path / "cache"
     assert run(pyz, root).returncode == 0
     home = root / build_id(pyz)
@@ -111,7 +105,7 @@ def test_a_build_is_unpacked_once_and_each_start_marks_its_use(tmp_path: Path) -
 
 
 def test_python_caches_bytecode_beside_the_unpacked_modules(tmp_path: Path) -> None:
-    pyz = extract_pyz(tmp_path, {"app/__init__.py": "def main():\n    return 0\n"})
+    pyz = make_pyz(tmp_path, {"app/__init__.py": "def main():\n    return 0\n"})
     root = tmp_path / "cache"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env[boot.ROOT_ENV] = str(root)
@@ -122,7 +116,7 @@ def test_python_caches_bytecode_beside_the_unpacked_modules(tmp_path: Path) -> N
 
 def test_shipped_bytecode_lands_in_pycache_and_is_what_runs(tmp_path: Path) -> None:
     source = {"app/__init__.py": "def main():\n    print('source')\n"}
-    pyz = extract_pyz(tmp_path, source, compile_pyc=True)
+    pyz = make_pyz(tmp_path, source, compile_pyc=True)
     pyc = f"site/app/__pycache__/__init__.{sys.implementation.cache_tag}.pyc"
     with zipfile.ZipFile(pyz) as archive:
         shipped = archive.read(pyc)
@@ -144,7 +138,7 @@ def test_many_files_are_unpacked_whole_by_several_threads(tmp_path: Path) -> Non
         "import importlib\ndef main():\n"
         "    print(sum(importlib.import_module(f'app.m{n:03}').VALUE for n in range(300)))\n"
     )
-    pyz = extract_pyz(tmp_path, files)
+    pyz = make_pyz(tmp_path, files)
     done = run(pyz, tmp_path / "cache")
     assert (done.returncode, done.stdout) == (0, f"{sum(range(300))}\n"), done.stderr
     site = tmp_path / "cache" / build_id(pyz) / "site"
@@ -154,7 +148,7 @@ def test_many_files_are_unpacked_whole_by_several_threads(tmp_path: Path) -> Non
 
 
 def test_an_archive_holding_a_name_twice_is_refused_as_damaged(tmp_path: Path) -> None:
-    pyz = extract_pyz(tmp_path, {"app/__init__.py": "def main():\n    return 0\n"})
+    pyz = make_pyz(tmp_path, {"app/__init__.py": "def main():\n    return 0\n"})
     with zipfile.ZipFile(pyz, "a") as archive, pytest.warns(UserWarning, match="Duplicate"):
         archive.writestr("site/app/__init__.py", "def main():\n    return 9\n")
     done = run(pyz, tmp_path / "cache")
@@ -174,7 +168,7 @@ def _builds(tmp_path: Path, count: int) -> list[Path]:
         folder = tmp_path / f"b{n}"
         folder.mkdir()
         app = f"import sys\nBUILD = {n}\ndef main():\n    sys.stdin.read()\n"
-        archives.append(extract_pyz(folder, {"app/__init__.py": app}))
+        archives.append(make_pyz(folder, {"app/__init__.py": app}))
     return archives
 
 
@@ -254,13 +248,13 @@ def test_prune_keeps_other_users_and_foreign_folders(tmp_path: Path) -> None:
     assert [p.name for p in root.iterdir()] == ["not-a-build"]
 
 
-# When the cache cannot be used, extract mode runs from a private temporary folder.
+# When the cache cannot be used, the site runs from a private temporary folder.
 
 
 def test_an_untrusted_root_runs_the_genuine_program_from_a_private_folder(
     tmp_path: Path,
 ) -> None:
-    pyz = extract_pyz(tmp_path, {"app/__init__.py": "def main():\n    print('file', __file__)\n"})
+    pyz = make_pyz(tmp_path, {"app/__init__.py": "def main():\n    print('file', __file__)\n"})
     root = tmp_path / "shared"
     planted = root / build_id(pyz) / "site" / "app"
     planted.mkdir(parents=True)

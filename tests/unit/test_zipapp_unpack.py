@@ -1,4 +1,4 @@
-"""Unpacking a zipapp's native code: once per build, safe under a race, clear when it cannot."""
+"""Unpacking a zipapp's site: once per build, safe under a race, clear when it cannot."""
 
 from __future__ import annotations
 
@@ -23,13 +23,11 @@ def main():
 
 @pytest.fixture
 def native_pyz(tmp_path: Path) -> Path:
-    """An archive whose package `app` holds a (fake) extension module, so it is unpacked."""
+    """An archive whose package `app` holds a (fake) extension module, unpacked executable."""
     return make_pyz(tmp_path, {"app/__init__.py": NATIVE_APP, "app/_speedups.so": b"\x7fELF"})
 
 
-def test_native_parts_are_unpacked_once_into_the_build_folder(
-    tmp_path: Path, native_pyz: Path
-) -> None:
+def test_the_site_is_unpacked_once_into_the_build_folder(tmp_path: Path, native_pyz: Path) -> None:
     root = tmp_path / "cache"
     first = run(native_pyz, root)
     assert first.returncode == 0, first.stderr
@@ -56,7 +54,7 @@ def rename(source, destination):
         time.sleep(0.01)
     real(source, destination)
 os.rename = rename
-print(boot.unpack(archive, ["app"], target))
+print(boot.unpack(archive, target))
 """
 
 

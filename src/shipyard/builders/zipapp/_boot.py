@@ -1,14 +1,12 @@
 """The bootstrap of every shipyard zipapp, copied verbatim into the archive as _shipyard/boot.py.
 
-Standard library only, and it imports little: startup time is the product. Two modes:
-
-- extract (the default): the archive's site-packages is unpacked once per build into a
-  cache folder, and the program runs from there exactly as from a virtualenv: modules
-  are files on disk (``__file__``, ``importlib.resources`` and ``importlib.metadata``
-  see what they would in a venv), ``.pth`` files are processed, the interpreter's own
-  site-packages are left out, and Python caches bytecode next to the modules.
-- zipimport: pure Python is imported straight from the archive, its bytecode cached per
-  build; only native code is unpacked. Faster the first time, for zip-safe programs.
+Standard library only, and it imports little: startup time is the product. The
+archive's site-packages is unpacked once per build into a cache folder, and the program
+runs from there exactly as from a virtualenv: modules are files on disk (``__file__``,
+``importlib.resources`` and ``importlib.metadata`` see what they would in a venv),
+``.pth`` files are processed, the interpreter's own site-packages are left out, and
+Python caches bytecode next to the modules. (Importing from the archive instead was
+dropped: no faster cold, 1.7x slower warm, and it broke 3 of 10 corpus applications.)
 
 The cache is code that runs, so it is used only when no one else could have written it:
 the root and every folder under it owned by this user (or root) and not writable by
@@ -35,22 +33,17 @@ import os
 import stat
 import sys
 import zipimport
-from importlib.machinery import ModuleSpec
 
 # Not `typing.TYPE_CHECKING`: importing typing (or json, which imports re) costs more
 # than the rest of the bootstrap on a Python that has not loaded them yet.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
-    from types import CodeType, ModuleType
+    from collections.abc import Mapping, Sequence
     from typing import Any
 
 __all__ = [
-    "EXTRACT",
     "KEEP_ENV",
     "ROOT_ENV",
-    "ZIPIMPORT",
-    "ArchiveImporter",
     "BootError",
     "UntrustedCache",
     "UnwritableCache",
@@ -67,8 +60,8 @@ BUILD_INFO = "_shipyard/build.json"
 SOURCE = "_shipyard/boot.py"
 # This module compiled for one interpreter, named by that interpreter's magic number.
 CODE = "_shipyard/boot-%s.bin"
-# What the bootstrap reads: build info, module index and distributions, as marshal
-# format 2 (readable by every Python 3, so even a wrong interpreter gets the message).
+# What the bootstrap reads: the build info as marshal format 2 (readable by every
+# Python 3, so even a wrong interpreter gets the message; json would import re).
 BOOT_DATA = "_shipyard/boot.marshal"
 SITE = "site"
 # The archive's __main__.py. Python compiles it twice on every start (zipimport asks
@@ -117,9 +110,6 @@ ROOT_ENV = "SHIPYARD_ZIPAPP_ROOT"
 # How many builds of one binary stay unpacked (the newest by last use).
 KEEP_ENV = "SHIPYARD_ZIPAPP_KEEP"
 KEEP = 3
-# The modes (build info "mode"): unpack everything and run from disk, or import from the zip.
-EXTRACT = "extract"
-ZIPIMPORT = "zipimport"
 # In each build folder: the binary's name; its mtime is the folder's last use, and every
 # running start holds a shared lock on it, so no other start removes the folder meanwhile.
 USE = "use"
@@ -130,8 +120,6 @@ REMOVE_PREFIX = ".remove-"
 # killed start's leftover, swept by the next start.
 UNPACK_PREFIX = ".unpack-"
 PRIVATE_PREFIX = "shipyard-zipapp-"
-# A bytecode file is written in microseconds: a temporary one this old was abandoned.
-STALE_SECONDS = 60
 # OCI architecture -> the names os.uname() gives that machine.
 MACHINES = {
     "amd64": ("x86_64", "amd64"),
@@ -323,9 +311,8 @@ def _fsync(path: str) -> None:
 UNPACK_THREADS = 4
 
 
-def _extract(archive: str, tops: Sequence[str] | None, folder: str) -> None:
-    """Copy the site's entries under the top-level names `tops` (all when None) into
-    `folder`, a new folder, then flush them to disk.
+def _extract(archive: str, folder: str) -> None:
+    """Copy the archive's site into `folder`, a new folder, then flush it to disk.
 
     Every file is created exclusively with mode 0755 or 0644 (no links, no setuid, no
     world-writable file, no name twice); a name that is not plain and relative, or that
@@ -334,15 +321,11 @@ def _extract(archive: str, tops: Sequence[str] | None, folder: str) -> None:
     """
     import zipfile
 
-    names = None if tops is None else {f"{SITE}/{top}" for top in tops}
     with zipfile.ZipFile(archive) as source:
         members = []
         for info in source.infolist():
             name = info.filename
-            top = "/".join(name.split("/", 2)[:2])
             if info.is_dir() or not name.startswith(SITE + "/"):
-                continue
-            if names is not None and top not in names:
                 continue
             parts = name.split("/")[1:]
             # Only plain relative names: nothing may land outside `folder`.
@@ -419,17 +402,15 @@ def _makedirs_public(path: str, made: set[str]) -> None:
     made.add(path)
 
 
-def unpack(archive: str, tops: Sequence[str] | None, target: str, root: str | None = None) -> str:
-    """Unpack the top-level entries `tops` of the archive's site (all when None) into
-    `target`, once.
+def unpack(archive: str, target: str, root: str | None = None) -> str:
+    """Unpack the archive's site into `target`, once.
 
     `target` is reused or made only when no one else could have written it (see
     `untrusted`; `root` defaults to the folder two levels up, the cache root), else
     UntrustedCache; UnwritableCache when it cannot be made or written. The copy is
-    made in a locked temporary folder, fsynced, and renamed
-    into place, so `target` is complete whenever it exists; when two processes race,
-    the loser of the rename uses the winner's copy. A killed start's temporary folder
-    is swept by a later one.
+    made in a locked temporary folder, flushed, and renamed into place, so `target` is
+    complete whenever it exists; when two processes race, the loser of the rename uses
+    the winner's copy. A killed start's temporary folder is swept by a later one.
     """
     root = root or os.path.dirname(os.path.dirname(target))
     parent = os.path.dirname(target)
@@ -450,7 +431,7 @@ def unpack(archive: str, tops: Sequence[str] | None, target: str, root: str | No
             raise UntrustedCache(reason)
         _sweep(parent, UNPACK_PREFIX)
         temp, lock = _locked_temp(parent, UNPACK_PREFIX)
-        _extract(archive, tops, temp)
+        _extract(archive, temp)
         try:
             os.rename(temp, target)
         except OSError:
@@ -475,9 +456,9 @@ def _remove(folder: str, lock: int) -> None:
     os.close(lock)
 
 
-def unpack_private(archive: str, tops: Sequence[str] | None) -> str:
-    """Unpack `tops` (all when None) into a new private temporary folder, removed at
-    exit; its site path.
+def unpack_private(archive: str) -> str:
+    """Unpack the archive's site into a new private temporary folder, removed at exit;
+    the site's path.
 
     For when the cache cannot be trusted. The folder stays locked while this process
     lives, so a later start sweeps it only once it is abandoned.
@@ -498,7 +479,7 @@ def unpack_private(archive: str, tops: Sequence[str] | None) -> str:
     target = os.path.join(folder, SITE)
     try:
         os.mkdir(target, 0o700)
-        _extract(archive, tops, target)
+        _extract(archive, target)
     except OSError as exc:
         raise BootError(
             f"cannot unpack the zipapp into {folder} ({exc.strerror or exc}); "
@@ -622,208 +603,25 @@ def _open_nofollow(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW)
 
 
-def _sweep_files(folder: str) -> None:
-    """Remove this user's temporary bytecode files in `folder` that a killed start left."""
-    import time
-    from contextlib import suppress
-
-    uid = os.geteuid()
-    old = time.time() - STALE_SECONDS
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
-                if st.st_uid == uid and st.st_mtime < old:
-                    with suppress(OSError):
-                        os.unlink(entry.path)
-
-
-def _normalize(name: str) -> str:
-    import re
-
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-class ArchiveImporter:
-    """Finds and loads the archive's pure modules by name, caching their bytecode on disk.
-
-    Also finds the archive's distributions for importlib.metadata, which cannot see
-    into a folder inside a zip on its own.
+def _site(archive: str, info: Mapping[str, Any], root: str, home: str) -> str:
+    """Where the unpacked site is: in the build's folder `home` when it can be trusted
+    and written, held while this process runs (a new one prunes older builds of the
+    binary); else, after one warning line, in a private temporary folder. BootError when
+    the zipapp cannot run at all (including $SHIPYARD_ZIPAPP_ROOT not writable).
     """
-
-    def __init__(
-        self,
-        archive: str,
-        modules: Mapping[str, str],
-        dists: Sequence[str],
-        bytecode: str | None,
-        compiled: bool = False,
-        root: str | None = None,
-    ) -> None:
-        self.archive = archive
-        self.site = archive + os.sep + SITE
-        self.modules = modules
-        self.dists = dists
-        self.bytecode = bytecode
-        # The cache root `bytecode` is checked up to (default: two levels up).
-        self.root = root or (os.path.dirname(os.path.dirname(bytecode)) if bytecode else "")
-        self.compiled = compiled
-        self._zip = zipimport.zipimporter(archive)
-        self._made = False
-
-    def _origin(self, fullname: str) -> str:
-        return self.site + os.sep + self.modules[fullname].replace("/", os.sep)
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        """A spec for a module of the archive, or None to let the next finder look."""
-        if fullname not in self.modules:
-            return None
-        origin = self._origin(fullname)
-        package = self.is_package(fullname)
-        spec = ModuleSpec(fullname, self, origin=origin, is_package=package)  # type: ignore[arg-type]
-        spec.has_location = True
-        if package:
-            spec.submodule_search_locations = [os.path.dirname(origin)]
-        return spec
-
-    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
-        """Default module creation."""
-        return None
-
-    def exec_module(self, module: ModuleType) -> None:
-        """Run the module's code in its namespace."""
-        exec(self.get_code(module.__name__), module.__dict__)
-
-    def _cached(self, fullname: str, origin: str) -> CodeType | None:
-        try:
-            if self.compiled:
-                data = self._zip.get_data(origin + "c")[16:]  # past the pyc header
-            elif self.bytecode:
-                path = os.path.join(self.bytecode, fullname + ".pyc")
-                with open(path, "rb", opener=_open_nofollow) as handle:
-                    st = os.fstat(handle.fileno())
-                    # Only a file no one else could have written (the folder is checked).
-                    if st.st_uid not in (os.geteuid(), 0) or st.st_mode & 0o022:
-                        return None
-                    data = handle.read()
-            else:
-                return None
-            code = marshal.loads(data)
-        except (OSError, ValueError, EOFError, TypeError):
-            return None
-        if type(code).__name__ != "code":
-            return None
-        if code.co_filename != origin:  # the archive moved since the bytecode was written
-            import _imp
-
-            _imp._fix_co_filename(code, origin)  # type: ignore[attr-defined]
-        code_object: CodeType = code
-        return code_object
-
-    def _store(self, fullname: str, code: CodeType) -> None:
-        if not self.bytecode:
-            return
-        path = os.path.join(self.bytecode, fullname + ".pyc")
-        # Unpredictable and created exclusively, 0600: no one can plant or pre-link it.
-        temp = f"{path}.{os.urandom(8).hex()}.tmp"
-        try:
-            if not self._made:
-                _makedirs(self.bytecode)
-                if untrusted(self.root, self.bytecode):  # someone made a folder first
-                    raise OSError("an untrusted bytecode folder")
-                _sweep_files(self.bytecode)
-                self._made = True
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            with open(os.open(temp, flags, 0o600), "wb") as handle:
-                handle.write(marshal.dumps(code))
-            os.replace(temp, path)
-        except OSError:
-            self.bytecode = None  # a read-only cache: run from source, don't retry per module
-            from contextlib import suppress
-
-            with suppress(OSError):
-                os.unlink(temp)
-
-    def get_code(self, fullname: str) -> CodeType:
-        """The module's code: cached bytecode when there is some, else compiled and cached."""
-        origin = self._origin(fullname)
-        code = self._cached(fullname, origin)
-        if code is None:
-            source = self._zip.get_data(origin)
-            code = compile(source, origin, "exec", dont_inherit=True)
-            self._store(fullname, code)
-        return code
-
-    def get_source(self, fullname: str) -> str:
-        """The module's source text, for tracebacks and inspect."""
-        from importlib.util import decode_source
-
-        return decode_source(self._zip.get_data(self._origin(fullname)))
-
-    def get_data(self, path: str) -> bytes:
-        """The bytes of a file in the archive, for pkgutil.get_data and friends."""
-        return self._zip.get_data(path)
-
-    def get_filename(self, fullname: str) -> str:
-        """Where the module is, inside the archive."""
-        return self._origin(fullname)
-
-    def is_package(self, fullname: str) -> bool:
-        """Whether the module is a regular package."""
-        return self.modules[fullname].endswith("/__init__.py")
-
-    def get_resource_reader(self, fullname: str) -> Any:
-        """importlib.resources access to a package's files in the archive."""
-        if fullname not in self.modules or not self.is_package(fullname):
-            return None
-        from importlib.readers import ZipReader
-
-        parent = self._origin(fullname).rsplit(os.sep, 2)[0]
-        return ZipReader(zipimport.zipimporter(parent), fullname)
-
-    def find_distributions(self, context: Any = None) -> Iterator[Any]:
-        """The archive's .dist-info folders matching `context.name` (all when None)."""
-        import zipfile
-        from importlib.metadata import PathDistribution
-
-        name = getattr(context, "name", None)
-        want = _normalize(name) if name else None
-        for dist in self.dists:
-            if want is None or _normalize(dist.partition("-")[0]) == want:
-                yield PathDistribution(zipfile.Path(self.archive, f"{SITE}/{dist}/"))
-
-
-def _caches(archive: str, info: Mapping[str, Any], root: str, home: str) -> tuple[str, str | None]:
-    """Where unpacked code is imported from ("" for none) and bytecode is cached (None).
-
-    In extract mode the unpacked code is the whole site, in zipimport mode its native
-    packages. The build's folder `home` is used when it can be trusted and written, and
-    held while this process runs; a new one prunes older builds of the binary. Else,
-    after one warning line, a private temporary folder and no bytecode cache. BootError
-    when the zipapp cannot run at all (including $SHIPYARD_ZIPAPP_ROOT not writable).
-    """
-    tops: Sequence[str] | None = None if info.get("mode") == EXTRACT else info["extract"]
     site = os.path.join(home, SITE)
-    bytecode = None if info["compiled"] or tops is None else os.path.join(home, "bytecode")
-    folders = ([site] if tops != [] else []) + ([bytecode] if bytecode else [])
-    if not folders:
-        return "", None  # zipimport mode, pure code shipped compiled: nothing on disk
-    reason = untrusted(root, *folders)
+    reason = untrusted(root, site)
     warning = ""
     if not reason:
         try:
             made = hold(root, home, str(info["binary"]))
-            unpacked = unpack(archive, tops, site, root) if tops != [] else ""
+            unpacked = unpack(archive, site, root)
             if made:
                 prune(root, str(info["binary"]), _keep(os.environ), os.path.basename(home))
-            return unpacked, bytecode
+            return unpacked
         except UntrustedCache as exc:
             reason = str(exc)
         except UnwritableCache as exc:
-            if tops == []:
-                return "", None  # only a bytecode cache was wanted: run without it
             if os.environ.get(ROOT_ENV):
                 raise  # the folder asked for cannot be used: say so, and how to fix it
             # The default folder: a home that is not writable (a service account, a
@@ -840,7 +638,7 @@ def _caches(archive: str, info: Mapping[str, Any], root: str, home: str) -> tupl
             f"or set {ROOT_ENV} to one that is)\n"
         )
     sys.stderr.write(warning)
-    return (unpack_private(archive, tops) if tops != [] else ""), None
+    return unpack_private(archive)
 
 
 def _activate(site_dir: str, archive: str) -> None:
@@ -862,9 +660,8 @@ def _activate(site_dir: str, archive: str) -> None:
 
 
 def main(archive: str) -> None:
-    """Check the target, set up imports from `archive`, run the entry point and exit."""
-    boot = marshal.loads(zipimport.zipimporter(archive).get_data(BOOT_DATA))
-    info = boot["info"]
+    """Check the target, unpack the site of `archive` (once), run the entry point, exit."""
+    info = marshal.loads(zipimport.zipimporter(archive).get_data(BOOT_DATA))
     build_id = str(info["build_id"])
     if not _is_build_id(build_id):
         sys.stderr.write(f"{info['binary']}: the archive is damaged (bad build id)\n")
@@ -873,25 +670,11 @@ def main(archive: str) -> None:
     try:
         machine = os.uname().machine if hasattr(os, "uname") else "unknown"
         check_target(info, (sys.version_info[0], sys.version_info[1]), sys.platform, machine)
-        native, bytecode = _caches(archive, info, root, os.path.join(root, build_id))
+        site = _site(archive, info, root, os.path.join(root, build_id))
     except BootError as exc:
         sys.stderr.write(f"{info['binary']}: {exc}\n")
         raise SystemExit(2) from None
-    if info.get("mode") == EXTRACT:
-        _activate(native, archive)
-    else:
-        importer = ArchiveImporter(
-            archive, boot["modules"], boot["dists"], bytecode, bool(info["compiled"]), root
-        )
-        if sys.path and os.path.abspath(sys.path[0]) == archive:
-            sys.path[0] = importer.site
-        else:
-            sys.path.insert(0, importer.site)
-        if native:
-            sys.path.insert(0, native)
-        names = [getattr(f, "__name__", "") for f in sys.meta_path]
-        at = names.index("PathFinder") if "PathFinder" in names else len(names)
-        sys.meta_path.insert(at, importer)
+    _activate(site, archive)
     module, _, attrs = str(info["entrypoint"]).partition(":")
     __import__(module)
     target: Any = sys.modules[module]
