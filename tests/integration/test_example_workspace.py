@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,6 +188,10 @@ def test_meshctl_zipapp_drives_the_discovery_zipapp(
     assert meshctl("register", "web", "10.0.0.7:8080").stdout == "registered web at 10.0.0.7:8080\n"
     listed = meshctl("list", "--json")
     assert json.loads(listed.stdout) == [{"name": "web", "address": "10.0.0.7:8080"}]
+    # binaries.yaml gives meshctl `extras: [toml]`: tomli-w is in its zipapp.
+    toml = meshctl("list", "--toml")
+    assert (toml.returncode, toml.stderr) == (0, ""), toml.stderr
+    assert tomllib.loads(toml.stdout) == {"services": [{"name": "web", "address": "10.0.0.7:8080"}]}
     # The server refuses with the library's rule; the client reports it with the library's error.
     refused = meshctl("register", "Web_1", "10.0.0.7:8080")
     assert refused.returncode == 1

@@ -234,6 +234,7 @@ class HostileInstaller:
         env: Mapping[str, str],
         log: Path,
         requirements: Path | None = None,
+        extras: Sequence[str] = (),
     ) -> Resolution:
         for wheel in [wheels] if isinstance(wheels, Path) else wheels:
             with zipfile.ZipFile(wheel) as archive:

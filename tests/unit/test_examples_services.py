@@ -348,3 +348,17 @@ def test_echo_serve_prints_port_then_echoes_until_sigterm() -> None:
         if server.poll() is None:  # only when an assertion failed before it was stopped
             server.kill()
             server.communicate()
+
+
+def test_meshctl_toml_without_its_extra_exits_2_naming_it(
+    discovery: DiscoveryServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `pip install meshctl` leaves the `toml` extra out: --toml says how to get it.
+    monkeypatch.setitem(sys.modules, "tomli_w", None)  # an import of it fails
+
+    assert ctl_main(["--discovery", discovery.url, "list", "--toml"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "meshctl: --toml needs the toml extra: pip install 'meshctl[toml]'\n"

@@ -75,6 +75,7 @@ class StandIn:
         env: Mapping[str, str],
         log: Path,
         requirements: Path | None = None,
+        extras: Sequence[str] = (),
     ) -> Resolution:
         self.calls.append(platform)
         self.wheels.append([wheels] if isinstance(wheels, Path) else list(wheels))

@@ -365,7 +365,7 @@ def test_good_minimal(tmp_path: Path) -> None:
     assert app.outputs == ("wheel",)
     assert app.platforms == ("linux/amd64", "linux/arm64")
     assert app.host == ("linux", "darwin", "windows")
-    assert app.image == Image()
+    assert app.image == Image(platforms=("linux/amd64", "linux/arm64"))
     assert app.smoke == ()
     assert dict(m.groups) == {"all": ("app",)}
 

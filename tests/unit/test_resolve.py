@@ -218,3 +218,53 @@ def test_an_unknown_platform_is_a_build_error(tmp_path: Path, links: Path) -> No
             env=offline_env(tmp_path, links),
             log=tmp_path / "log.txt",
         )
+
+
+def _app_with_extra(tmp_path: Path) -> Path:
+    files = {"app/__init__.py": "def main():\n    return 0\n"}
+    return make_wheel(tmp_path / "wheels", "app", "1.0", files=files, extras={"speed": ["fast>=1"]})
+
+
+def test_extras_install_their_dependencies_and_only_when_asked(tmp_path: Path, links: Path) -> None:
+    wheel = _app_with_extra(tmp_path)
+    env = offline_env(tmp_path, links)
+    plain = resolve(wheel, "linux/amd64", "3.11", tmp_path / "a", env=env, log=tmp_path / "l")
+    assert [d.name for d in plain.distributions] == ["app"]
+    assert plain.pure
+    extra = resolve(
+        wheel, "linux/amd64", "3.11", tmp_path / "b", env=env, log=tmp_path / "l", extras=["speed"]
+    )
+    assert [d.name for d in extra.distributions] == ["app", "fast"]
+    assert not extra.pure  # the extra's native dependency makes it per platform
+
+
+def test_extras_with_a_lock_file_need_their_dependencies_in_it(tmp_path: Path, links: Path) -> None:
+    wheel = _app_with_extra(tmp_path)
+    fast = next(links.glob("fast-*.whl"))
+    lock = tmp_path / "lock.txt"
+    digest = hashlib.sha256(fast.read_bytes()).hexdigest()
+    lock.write_text(f"fast==1.5 --hash=sha256:{digest}\n")
+    env = offline_env(tmp_path, links)
+    found = resolve(
+        wheel,
+        "linux/amd64",
+        "3.11",
+        tmp_path / "site",
+        env=env,
+        log=tmp_path / "log.txt",
+        requirements=lock,
+        extras=["speed"],
+    )
+    assert [d.name for d in found.distributions] == ["app", "fast"]
+    lock.write_text("")  # the extra's dependency is not pinned: hash mode refuses it
+    with pytest.raises(BuildError, match=r"(?i)hash"):
+        resolve(
+            wheel,
+            "linux/amd64",
+            "3.11",
+            tmp_path / "site2",
+            env=env,
+            log=tmp_path / "log.txt",
+            requirements=lock,
+            extras=["speed"],
+        )

@@ -298,3 +298,18 @@ source = { registry = "../wheels" }
     assert found == [("alpha", "1.0", ("sha256:aa", "sha256:bb")), ("alpha", "2.0", ()),
                      ("beta", "1.0", ())]  # fmt: skip
     assert lock.members == {"app"}
+
+
+def test_an_extra_widens_the_slice_its_digest_and_the_export(locked: Path, tmp_path: Path) -> None:
+    ws = load(locked)
+    assert ws.lock is not None
+    plain = {p.name: p.version for p in ws.lock.slice("acme-common")}
+    speed = {p.name: p.version for p in ws.lock.slice("acme-common", ["speed"])}
+    assert "delta" not in plain and speed["delta"] == "1.0"
+    assert set(plain) < set(speed)
+    assert ws.lock.slice_digest("acme-common", ["speed"]) != ws.lock.slice_digest("acme-common")
+    assert UV is not None
+    out = tmp_path / "speed.txt"
+    export_requirements(ws, "acme-common", out, uv=UV, extras=["speed"])
+    pinned = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", out.read_text(), re.M))
+    assert pinned == speed

@@ -41,7 +41,7 @@ def lock_inputs(action: Action, ctx: BuildContext) -> Value:
         return {"file": sha256_file(lock) if lock.is_file() else None}
     if _uv_lock(action, ctx):
         assert ctx.workspace is not None and ctx.workspace.lock is not None
-        return {"uv.lock": ctx.workspace.lock.slice_digest(action.project)}
+        return {"uv.lock": ctx.workspace.lock.slice_digest(action.project, action.extras)}
     return None
 
 
@@ -64,4 +64,4 @@ def requirements_for(action: Action, ctx: BuildContext, folder: Path) -> Path | 
             "pip install uv (or put it on PATH)"
         )
     dest = folder / f"{action.project}.requirements.txt"
-    return export_requirements(ctx.workspace, action.project, dest, uv=uv)
+    return export_requirements(ctx.workspace, action.project, dest, uv=uv, extras=action.extras)

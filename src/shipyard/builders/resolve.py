@@ -108,13 +108,20 @@ def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[st
     ]
 
 
-def _wheel_requirements(wheels: Sequence[Path], folder: Path) -> Path:
-    """A requirements file naming each wheel by path and hash, for --require-hashes mode."""
+def _named(wheel: Path, extras: Sequence[str]) -> str:
+    """`name[extra,...] @ file:///...`: a wheel file as a requirement with extras."""
+    name = wheel.name.split("-", 1)[0]
+    chosen = f"[{','.join(extras)}]" if extras else ""
+    return f"{name}{chosen} @ {wheel.resolve().as_uri()}"
+
+
+def _wheel_requirements(wheels: Sequence[Path], folder: Path, extras: Sequence[str] = ()) -> Path:
+    """A requirements file naming each wheel by path and hash, for --require-hashes mode;
+    the first (the binary's own) with `extras`."""
     lines = []
-    for wheel in wheels:
-        name = wheel.name.split("-", 1)[0]
+    for index, wheel in enumerate(wheels):
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        lines.append(f"{name} @ {wheel.resolve().as_uri()} --hash=sha256:{digest}\n")
+        lines.append(f"{_named(wheel, extras if index == 0 else ())} --hash=sha256:{digest}\n")
     path = folder / "wheels.txt"
     path.write_text("".join(lines))
     return path
@@ -192,6 +199,7 @@ def resolve(
     env: Mapping[str, str],
     log: Path,
     requirements: Path | None = None,
+    extras: Sequence[str] = (),
 ) -> Resolution:
     """Install `wheels` and their dependencies for `platform` into the folder `dest`.
 
@@ -200,6 +208,7 @@ def resolve(
     name. Only binary wheels are accepted, so nothing is compiled for the wrong
     machine. With `requirements` (a lock file with hashes) every download is
     checked against it and a dependency missing from it fails the install.
+    `extras` are the first wheel's extras, installed with it.
     """
     wheels = [wheels] if isinstance(wheels, Path) else list(wheels)
     wheel = wheels[0]
@@ -211,8 +220,10 @@ def resolve(
     with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "resolve-", dir=dest.parent) as tmp:
         if requirements is None:
             reqs = [str(w) for w in wheels]
+            if extras:
+                reqs[0] = _named(wheel, extras)
         else:
-            pinned = _wheel_requirements(wheels, Path(tmp))
+            pinned = _wheel_requirements(wheels, Path(tmp), extras)
             reqs = ["--require-hashes", "-r", str(requirements), "-r", str(pinned)]
         command = _command(platform, python, dest, reqs)
         with log.open("ab") as handle:

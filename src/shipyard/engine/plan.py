@@ -90,6 +90,7 @@ class Action:
     image: Image | None = None  # the binary's merged image settings (images)
     zipapp: Zipapp | None = None  # the binary's merged zipapp settings (zipapps)
     requirements: Path | None = None  # a hash-pinned lock file to install from
+    extras: tuple[str, ...] = ()  # the binary's own project's extras to install with it
     # The normalised name of the binary's own project (its pyproject.toml), when known:
     # which wheel among the deps is the binary's, and its slice of uv.lock.
     project: str = ""
@@ -245,8 +246,14 @@ def make_plan(
 
     for binary in chosen:
         outputs = [o for o in binary.outputs if not selection.outputs or o in selection.outputs]
+        # Zipapps are for every platform the binary names; images for its Linux ones.
+        own = {"zipapp": binary.platforms, "image": binary.image.platforms or binary.platforms}
+        chosen_platforms = {
+            kind: tuple(p for p in names if not selection.platforms or p in selection.platforms)
+            for kind, names in own.items()
+        }
         platforms = tuple(
-            p for p in binary.platforms if not selection.platforms or p in selection.platforms
+            dict.fromkeys(p for o in outputs if o in own for p in chosen_platforms[o])
         )
         reason = _nothing_left(binary, outputs, platforms, selection)
         if reason:
@@ -256,7 +263,7 @@ def make_plan(
         key = project.key if project is not None else ""
         # Every output kind starts from the wheel of the binary's source.
         wheel_id = wheel(binary.source, binary.name, key)
-        runnable = [k for k in ("zipapp", "image") if k in outputs and platforms]
+        runnable = [k for k in ("zipapp", "image") if k in outputs and chosen_platforms[k]]
         libraries: tuple[str, ...] = ()
         if (runnable or "wheel" in outputs) and workspace is not None and project is not None:
             # Zipapps and images install these; a wheel output comes with them, so
@@ -269,13 +276,14 @@ def make_plan(
                 kind,
                 (binary.name,),
                 binary.source,
-                platforms,
+                chosen_platforms[kind],
                 (wheel_id, *libraries),
                 entrypoint=binary.entrypoint,
                 image=binary.image if kind == "image" else None,
                 zipapp=binary.zipapp if kind == "zipapp" else None,
                 requirements=binary.requirements,
                 project=key,
+                extras=binary.extras,
             )
         if "wheel" in outputs:
             wanted.update((wheel_id, *libraries))

@@ -12,9 +12,12 @@ from shipyard.manifest._types import (
     Image,
     Manifest,
     Project,
+    SizeBudget,
+    Variant,
     Zipapp,
     did_you_mean,
     find_manifest,
+    parse_size,
 )
 
 __all__ = [
@@ -26,11 +29,14 @@ __all__ = [
     "Image",
     "Manifest",
     "Project",
+    "SizeBudget",
+    "Variant",
     "Zipapp",
     "did_you_mean",
     "find_manifest",
     "json_schema",
     "load_manifest",
+    "parse_size",
 ]
 
 

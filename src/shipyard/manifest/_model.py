@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS
+from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS, parse_size
 from shipyard.oci.basespec import parse_base
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "ImageDoc",
     "ManifestDoc",
     "ProjectDoc",
+    "SizeDoc",
+    "VariantDoc",
     "ZipappDoc",
 ]
 
@@ -49,6 +51,9 @@ Platform = Literal[
     "linux/s390x",
     "linux/riscv64",
 ]
+# The platforms an image may have (every platform is Linux today; zipapps for other
+# operating systems would widen Platform alone).
+LinuxPlatform = Platform
 HostOS = Literal["linux", "darwin", "windows"]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
@@ -148,7 +153,13 @@ def _version(value: str) -> str:
     return value
 
 
+def _size(value: str) -> str:
+    parse_size(value)  # its ValueError names the fix
+    return value
+
+
 Tag = Annotated[str, AfterValidator(_tag)]
+Size = Annotated[str, AfterValidator(_size)]
 Hub = Annotated[str, AfterValidator(_hub)]
 BaseImage = Annotated[str, AfterValidator(_base)]
 User = Annotated[str, AfterValidator(_user)]
@@ -156,6 +167,13 @@ User = Annotated[str, AfterValidator(_user)]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class VariantDoc(_Strict):
+    """An image variant: the same image on another base, with env overrides."""
+
+    base: BaseImage | None = Field(None, description="The variant's base (default: the image's)")
+    env: dict[EnvName, Text] | None = Field(None, description="Environment merged over the image's")
 
 
 class ImageDoc(_Strict):
@@ -175,6 +193,18 @@ class ImageDoc(_Strict):
     dockerfile: Line | None = Field(
         None, description="Build with the Docker engine from this Dockerfile instead"
     )
+    platforms: list[LinuxPlatform] | None = Field(
+        None, min_length=1, description="The image's platforms (default: the binary's)"
+    )
+    variants: dict[Name, VariantDoc] | None = Field(
+        None, description="Variants built beside the image, tags suffixed -<name>"
+    )
+    protected: list[Hub] | None = Field(
+        None, description="Hubs (of `hubs`) pushed to only in CI or with --force-protected"
+    )
+    movable_tags: list[Tag] | None = Field(
+        None, description="Tags a release may move from another digest (default [latest])"
+    )
 
 
 class ZipappDoc(_Strict):
@@ -187,12 +217,22 @@ class ZipappDoc(_Strict):
     compile: bool | None = Field(
         None, description="Ship .pyc files; shipyard must run the target Python (default false)"
     )
-    mode: Literal["extract", "zipimport"] | None = Field(
-        None,
-        description=(
-            "extract: unpack once per build and run from disk, as a virtualenv (default); "
-            "zipimport: import pure code from the archive (zip-safe programs only)"
-        ),
+
+
+class BudgetDoc(_Strict):
+    """The allowed size of one output kind, e.g. {max: 40MB}."""
+
+    min: Size | None = Field(None, description="Smallest allowed size, e.g. 1MB")
+    max: Size | None = Field(None, description="Largest allowed size, e.g. 40MB or 1.5GiB")
+
+
+class SizeDoc(_Strict):
+    """Size budgets per output kind: a warning on build, an error in release validate."""
+
+    wheel: BudgetDoc | None = None
+    zipapp: BudgetDoc | None = None
+    image: BudgetDoc | None = Field(
+        None, description="Per platform: compressed layers plus config, as pulled"
     )
 
 
@@ -205,6 +245,7 @@ class DefaultsDoc(_Strict):
     image: ImageDoc | None = None
     zipapp: ZipappDoc | None = None
     smoke: list[Text] | None = None
+    size: SizeDoc | None = None
 
 
 class BinaryDoc(_Strict):
@@ -225,6 +266,10 @@ class BinaryDoc(_Strict):
         None, description="Hash-pinned lock file (uv pip compile --generate-hashes) to install"
     )
     smoke: list[Text] | None = Field(None, description="Arguments of a smoke run, e.g. [--version]")
+    extras: list[Name] | None = Field(
+        None, description="Extras of the binary's project installed into its zipapp and image"
+    )
+    size: SizeDoc | None = None
 
 
 class ProjectDoc(_Strict):

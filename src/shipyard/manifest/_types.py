@@ -7,6 +7,7 @@ Nothing here imports pydantic: a build whose manifest is unchanged never needs i
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -26,11 +27,14 @@ __all__ = [
     "Image",
     "Manifest",
     "Project",
+    "SizeBudget",
+    "Variant",
     "Zipapp",
     "did_you_mean",
     "find_manifest",
     "manifest_from_json",
     "manifest_to_json",
+    "parse_size",
 ]
 
 OUTPUT_KINDS = ("wheel", "zipapp", "image")
@@ -51,6 +55,46 @@ ALL_GROUP = "all"
 _DEFAULT_OUTPUTS = ("wheel",)
 _DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
 _DEFAULT_HOSTS = ("linux", "darwin", "windows")
+_DEFAULT_MOVABLE_TAGS = ("latest",)
+_SIZE_UNITS = {
+    "B": 1,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "KIB": 1024,
+    "MIB": 1024**2,
+    "GIB": 1024**3,
+}
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?) ?([A-Za-z]+)")
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size such as `40MB`, `1.5GiB` or `512KiB` (kB, MB, GB are powers of
+    1000; KiB, MiB, GiB powers of 1024). ValueError names the fix."""
+    found = _SIZE.fullmatch(text.strip())
+    unit = _SIZE_UNITS.get(found.group(2).upper()) if found else None
+    if found is None or unit is None:
+        raise ValueError(
+            "write a size such as 40MB, 512KiB or 1.5GiB (B, kB, MB, GB, KiB, MiB, GiB)"
+        )
+    return int(float(found.group(1)) * unit)
+
+
+@dataclass(frozen=True)
+class SizeBudget:
+    """The allowed size of one output kind, in bytes (None: no limit that way)."""
+
+    min: int | None = None
+    max: int | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """An image variant: the image built again on another base, with env overrides;
+    pushed with tags suffixed `-<name>`."""
+
+    base: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,6 +109,13 @@ class Image:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     dockerfile: str | None = None
+    # The image's platforms: `image.platforms`, else the binary's (always Linux).
+    platforms: tuple[str, ...] = ()
+    variants: Mapping[str, Variant] = field(default_factory=dict)
+    # Hubs (from `hubs`) pushed to only when CI is set or with --force-protected.
+    protected: tuple[str, ...] = ()
+    # Tags a release may move from another digest (no-clobber spares them).
+    movable_tags: tuple[str, ...] = _DEFAULT_MOVABLE_TAGS
 
 
 @dataclass(frozen=True)
@@ -74,7 +125,6 @@ class Zipapp:
     shebang: str = "/usr/bin/env python3"
     compress: bool = True
     compile: bool = False
-    mode: str = "extract"
 
 
 @dataclass(frozen=True)
@@ -91,6 +141,10 @@ class Binary:
     smoke: tuple[str, ...]
     zipapp: Zipapp = Zipapp()
     requirements: Path | None = None
+    # The binary's own project's extras, installed into its zipapp and image.
+    extras: tuple[str, ...] = ()
+    # Size budgets by output kind (wheel, zipapp, image).
+    size: Mapping[str, SizeBudget] = field(default_factory=dict)
 
     @property
     def module(self) -> str:
@@ -159,12 +213,20 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
                 "smoke": list(b.smoke),
                 "zipapp": vars(b.zipapp),
                 "requirements": str(b.requirements) if b.requirements else None,
+                "extras": list(b.extras),
+                "size": {kind: vars(budget) for kind, budget in b.size.items()},
                 "image": {
                     **{k: getattr(b.image, k) for k in ("base", "user", "workdir", "dockerfile")},
                     "hubs": list(b.image.hubs),
                     "tags": list(b.image.tags),
                     "env": dict(b.image.env),
                     "labels": dict(b.image.labels),
+                    "platforms": list(b.image.platforms),
+                    "variants": {
+                        n: {"base": v.base, "env": dict(v.env)} for n, v in b.image.variants.items()
+                    },
+                    "protected": list(b.image.protected),
+                    "movable_tags": list(b.image.movable_tags),
                 },
             }
             for name, b in manifest.binaries.items()
@@ -187,6 +249,8 @@ def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
             smoke=tuple(b["smoke"]),
             zipapp=Zipapp(**b["zipapp"]),
             requirements=Path(b["requirements"]) if b["requirements"] else None,
+            extras=tuple(b["extras"]),
+            size=types.MappingProxyType({k: SizeBudget(**v) for k, v in b["size"].items()}),
             image=Image(
                 base=image["base"],
                 hubs=tuple(image["hubs"]),
@@ -196,6 +260,15 @@ def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
                 dockerfile=image["dockerfile"],
                 env=types.MappingProxyType(dict(image["env"])),
                 labels=types.MappingProxyType(dict(image["labels"])),
+                platforms=tuple(image["platforms"]),
+                variants=types.MappingProxyType(
+                    {
+                        n: Variant(v["base"], types.MappingProxyType(dict(v["env"])))
+                        for n, v in image["variants"].items()
+                    }
+                ),
+                protected=tuple(image["protected"]),
+                movable_tags=tuple(image["movable_tags"]),
             ),
         )
     return Manifest(

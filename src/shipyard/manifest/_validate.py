@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from shipyard.errors import Location, ManifestError, Problem
 from shipyard.manifest._expand import expand_all
-from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc, ZipappDoc
+from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc, SizeDoc, ZipappDoc
 from shipyard.manifest._references import (
     Folders,
     Resolved,
@@ -26,8 +26,11 @@ from shipyard.manifest._types import (
     Image,
     Manifest,
     Project,
+    SizeBudget,
+    Variant,
     Zipapp,
     did_you_mean,
+    parse_size,
 )
 from shipyard.manifest._yaml import KeyPath, Positions, load_yaml
 
@@ -192,7 +195,9 @@ def _pattern_hint(loc: KeyPath) -> str:
     return "use lower-case letters, digits and . _ - (starting and ending alphanumeric)"
 
 
-def _merge_image(default: ImageDoc | None, own: ImageDoc | None) -> Image:
+def _merge_image(
+    default: ImageDoc | None, own: ImageDoc | None, platforms: tuple[str, ...]
+) -> Image:
     merged: dict[str, Any] = {}
     for doc in (default, own):
         if doc is None:
@@ -211,7 +216,90 @@ def _merge_image(default: ImageDoc | None, own: ImageDoc | None) -> Image:
         env=types.MappingProxyType(dict(merged.get("env", {}))),
         labels=types.MappingProxyType(dict(merged.get("labels", {}))),
         dockerfile=merged.get("dockerfile"),
+        platforms=tuple(dict.fromkeys(merged.get("platforms") or platforms)),
+        variants=types.MappingProxyType(
+            {
+                name: Variant(v.get("base"), types.MappingProxyType(dict(v.get("env") or {})))
+                for name, v in merged.get("variants", {}).items()
+            }
+        ),
+        protected=tuple(merged.get("protected", ())),
+        movable_tags=tuple(merged.get("movable_tags", Image.movable_tags)),
     )
+
+
+def _merge_size(default: SizeDoc | None, own: SizeDoc | None) -> dict[str, SizeBudget]:
+    merged: dict[str, dict[str, str]] = {}
+    for doc in (default, own):
+        if doc is not None:
+            for kind, budget in doc.model_dump(exclude_none=True).items():
+                merged[kind] = {**merged.get(kind, {}), **budget}
+    return {
+        kind: SizeBudget(
+            **{k: parse_size(v) for k, v in budget.items()}  # checked by the model already
+        )
+        for kind, budget in merged.items()
+    }
+
+
+def _undeclared_extras(binary: Binary) -> list[str]:
+    """The binary's extras its project does not declare (none when they are dynamic or
+    the pyproject cannot be read: the wheel build reports that)."""
+    if not binary.extras:
+        return []
+    import tomllib
+
+    from packaging.utils import canonicalize_name
+
+    try:
+        project = tomllib.loads((binary.source / "pyproject.toml").read_text()).get("project", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    if not isinstance(project, dict) or "optional-dependencies" in project.get("dynamic", []):
+        return []
+    declared = project.get("optional-dependencies", {})
+    names = {canonicalize_name(n) for n in declared} if isinstance(declared, dict) else set()
+    return [e for e in binary.extras if canonicalize_name(e) not in names]
+
+
+def _check_binary(binary: Binary, positions: Positions, problems: list[Problem]) -> None:
+    """What holds across keys, checked once defaults are merged in."""
+    at = ("binaries", binary.name)
+
+    def where(*keys: KeyPath) -> Location:
+        found = next((k for k in keys if positions.has(k)), at)
+        return positions.node(found).value if found != at else positions.node(at).key
+
+    unknown = [h for h in binary.image.protected if h not in binary.image.hubs]
+    if unknown:
+        problems.append(
+            Problem(
+                where((*at, "image", "protected"), ("defaults", "image", "protected")),
+                dotted((*at, "image", "protected")),
+                f"protected hub {shown(unknown[0])} is not one of {binary.name}'s hubs",
+                "list it under image.hubs too, or write it exactly as hubs does",
+            )
+        )
+    missing = _undeclared_extras(binary)
+    if missing:
+        problems.append(
+            Problem(
+                where((*at, "extras")),
+                dotted((*at, "extras")),
+                f"{binary.source / 'pyproject.toml'} declares no extra {shown(missing[0])}",
+                "add it under [project.optional-dependencies], or fix the name",
+            )
+        )
+    for kind, budget in binary.size.items():
+        if budget.min is not None and budget.max is not None and budget.min > budget.max:
+            problems.append(
+                Problem(
+                    where((*at, "size", kind), ("defaults", "size", kind)),
+                    dotted((*at, "size", kind)),
+                    f"the {kind} size budget's min is larger than its max",
+                    "make min at most max",
+                )
+            )
 
 
 def _repository_root(manifest_dir: Path) -> Path:
@@ -248,18 +336,23 @@ def _binary(
         lock = requirements(name, doc.requirements, root, base, positions, problems)
     else:
         folder, lock = resolved
-    return Binary(
+    platforms = tuple(dict.fromkeys(doc.platforms or d.platforms or _DEFAULT_PLATFORMS))
+    binary = Binary(
         name=name,
         source=base / doc.source if folder is None else folder,
         entrypoint=doc.entrypoint,
         outputs=tuple(dict.fromkeys(doc.outputs or d.outputs or _DEFAULT_OUTPUTS)),
-        platforms=tuple(dict.fromkeys(doc.platforms or d.platforms or _DEFAULT_PLATFORMS)),
+        platforms=platforms,
         host=tuple(doc.host or d.host or _DEFAULT_HOSTS),
-        image=_merge_image(d.image, doc.image),
+        image=_merge_image(d.image, doc.image, platforms),
         smoke=tuple(doc.smoke if doc.smoke is not None else d.smoke or ()),
         zipapp=_merge_zipapp(d.zipapp, doc.zipapp),
         requirements=lock,
+        extras=tuple(dict.fromkeys(doc.extras or ())),
+        size=types.MappingProxyType(_merge_size(d.size, doc.size)),
     )
+    _check_binary(binary, positions, problems)
+    return binary
 
 
 def _merge_zipapp(default: ZipappDoc | None, own: ZipappDoc | None) -> Zipapp:
@@ -352,6 +445,8 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
         )
         for name, b in doc.binaries.items()
     }
+    if problems:  # those that hold across keys, found once the defaults are merged in
+        raise ManifestError(_in_order(path, problems, {}, 0))
     project = Project(doc.project.name, doc.project.version, doc.project.python)
     return Manifest(
         path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import subprocess
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -62,7 +63,7 @@ class Lock:
     def __init__(self, path: Path, data: dict[str, Any], text: str) -> None:
         self.path = path
         self._text = text
-        self._slices: dict[str, tuple[LockedPackage, ...]] = {}
+        self._slices: dict[tuple[str, tuple[str, ...]], tuple[LockedPackage, ...]] = {}
         self.packages: dict[str, list[dict[str, Any]]] = {}
         """Raw `[[package]]` tables by canonical name (several when resolutions fork)."""
         raw = data.get("package", [])
@@ -162,11 +163,12 @@ class Lock:
             )
         return candidates[0]
 
-    def slice(self, key: str) -> tuple[LockedPackage, ...]:
-        """The third-party packages `key` needs at run time, sorted by name."""
+    def slice(self, key: str, extras: Sequence[str] = ()) -> tuple[LockedPackage, ...]:
+        """The third-party packages `key` (with its `extras`) needs at run time, by name."""
         key = canonicalize_name(key)
-        if key in self._slices:
-            return self._slices[key]
+        chosen = tuple(sorted({canonicalize_name(e) for e in extras}))
+        if (key, chosen) in self._slices:
+            return self._slices[(key, chosen)]
         start = self.member(key) or next(iter(self.packages.get(key, [])), None)
         if start is None:
             raise WorkspaceError(
@@ -174,7 +176,7 @@ class Lock:
             )
         seen: set[tuple[int, str]] = set()
         found: dict[int, dict[str, Any]] = {}
-        todo: list[tuple[dict[str, Any], str]] = [(start, "")]
+        todo: list[tuple[dict[str, Any], str]] = [(start, ""), *((start, e) for e in chosen)]
         while todo:
             package, extra = todo.pop()
             if (id(package), extra) in seen:
@@ -205,12 +207,13 @@ class Lock:
                 key=lambda lp: (lp.name, lp.version, lp.source),
             )
         )
-        self._slices[key] = result
+        self._slices[(key, chosen)] = result
         return result
 
-    def slice_digest(self, key: str) -> str:
-        """sha256 (hex) of the canonical JSON of `slice(key)`: equal slices, equal digests."""
-        rows = [[p.name, p.version, p.source, list(p.hashes)] for p in self.slice(key)]
+    def slice_digest(self, key: str, extras: Sequence[str] = ()) -> str:
+        """sha256 (hex) of the canonical JSON of `slice(key, extras)`: equal slices, equal
+        digests."""
+        rows = [[p.name, p.version, p.source, list(p.hashes)] for p in self.slice(key, extras)]
         text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -220,8 +223,11 @@ def _hashes(package: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted({f["hash"] for f in files if isinstance(f.get("hash"), str)}))
 
 
-def export_requirements(workspace: Workspace, key: str, dest: Path, *, uv: str) -> Path:
-    """Write `dest`: the hash-pinned requirements of `key`'s locked third-party slice.
+def export_requirements(
+    workspace: Workspace, key: str, dest: Path, *, uv: str, extras: Sequence[str] = ()
+) -> Path:
+    """Write `dest`: the hash-pinned requirements of `key`'s locked third-party slice,
+    with the dependencies of its `extras`.
 
     In-repo packages and dev groups never appear. A ShipyardError carries uv's message if
     uv fails."""
@@ -239,6 +245,8 @@ def export_requirements(workspace: Workspace, key: str, dest: Path, *, uv: str) 
     ]  # fmt: skip
     for member in sorted(lock.members):
         command += ["--no-emit-package", member]
+    for extra in extras:
+        command += ["--extra", extra]
     dest.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(command, cwd=workspace.root, capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -92,10 +92,25 @@ def _parser(default_discovery: str) -> argparse.ArgumentParser:
     register.add_argument("name", metavar="NAME")
     register.add_argument("address", metavar="ADDRESS", help="e.g. 10.0.0.7:8080")
     listing = commands.add_parser("list", help="list registered services")
-    listing.add_argument("--json", action="store_true", help="print a JSON list")
+    shown = listing.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print a JSON list")
+    shown.add_argument("--toml", action="store_true", help="print TOML (the `toml` extra)")
     deregister = commands.add_parser("deregister", help="remove NAME from the registry")
     deregister.add_argument("name", metavar="NAME")
     return parser
+
+
+class _MissingExtra(Exception):
+    """An option needs an optional dependency that is not installed."""
+
+
+def _toml(services: list[dict[str, str]]) -> str:
+    try:
+        import tomli_w  # type: ignore[import-not-found, unused-ignore]  # the extra
+    except ImportError:
+        raise _MissingExtra("--toml needs the toml extra: pip install 'meshctl[toml]'") from None
+    text: str = tomli_w.dumps({"services": services})
+    return text
 
 
 def _run(args: argparse.Namespace, client: DiscoveryClient) -> None:
@@ -106,6 +121,8 @@ def _run(args: argparse.Namespace, client: DiscoveryClient) -> None:
         services = client.services()
         if args.json:
             print(json.dumps([asdict(service) for service in services], indent=2))
+        elif args.toml:
+            print(_toml([asdict(service) for service in services]), end="")
         elif not services:
             print("no services registered", file=sys.stderr)
         else:
@@ -129,4 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DiscoveryError as exc:
         print(f"meshctl: {exc}", file=sys.stderr)
         return 1
+    except _MissingExtra as exc:
+        print(f"meshctl: {exc}", file=sys.stderr)
+        return 2
     return 0
