@@ -6,7 +6,10 @@
 #   * qemu-user binfmt emulation for linux/arm64,
 #   * a multi-arch (linux/amd64 + linux/arm64) Python base image built from
 #     Debian packages with mmdebstrap, pushed to the registry as one index and
-#     exported as an OCI image layout so builds need no registry,
+#     exported as an OCI image layout so builds need no registry, and two
+#     flavours of it for image variants: `distroless` (python3-minimal and its
+#     libraries, no shell, no package manager) and `debug` (the base plus
+#     busybox and its applets),
 # then write .shipyard/services.env for the tests and the tools.
 #
 # Idempotent: every step checks first and does nothing when already done.
@@ -16,7 +19,8 @@
 # Environment (all optional):
 #   SHIPYARD_REGISTRY_PORT   registry port on 127.0.0.1            (5000)
 #   SHIPYARD_BASE_LAYOUT     OCI layout dir of the base image
-#                            ($REPO/.shipyard/base/python-3.11)
+#                            ($REPO/.shipyard/base/python-3.11); the flavours
+#                            go beside it (python-3.11-distroless, -debug)
 #   SHIPYARD_DEBIAN_SOURCES  apt sources file (.list or .sources) for mmdebstrap
 #                            (default: derived from the host's apt sources)
 #   SHIPYARD_WAIT_SECONDS    how long to wait for dockerd / the registry (60)
@@ -45,6 +49,9 @@ BASE_NAME=shipyard/python-base
 BASE_TAG=$PY_VERSION
 BASE_IMAGE=$REGISTRY/$BASE_NAME:$BASE_TAG
 BASE_LAYOUT=${SHIPYARD_BASE_LAYOUT:-$REPO/.shipyard/base/python-$PY_VERSION}
+# The base and its flavours: "" is the plain base (tag 3.11), the others are
+# tagged 3.11-<flavour> and written beside it as <layout>-<flavour>.
+FLAVOURS=("" distroless debug)
 SERVICES_ENV=$REPO/.shipyard/services.env
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}
 
@@ -220,8 +227,11 @@ def oci_build(layout, tag, epoch, *arch_tars):
             "history": [
                 {
                     "created": created,
-                    "created_by": "mmdebstrap --variant=essential"
-                    " --include=python3,ca-certificates (shipyard scripts/services.sh)",
+                    "created_by": os.environ.get(
+                        "BASE_CREATED_BY",
+                        "mmdebstrap --variant=essential --include=python3,ca-certificates",
+                    )
+                    + " (shipyard scripts/services.sh)",
                 }
             ],
         }
@@ -530,17 +540,59 @@ set -e
 log "qemu-aarch64 binfmt enabled (F flag), arm64 probe binary runs"
 
 # ---------------------------------------------------------------------------
-# 5. Base rootfs tarballs (cached)
+# 5. Base rootfs tarballs (cached), one per flavour and architecture
 # ---------------------------------------------------------------------------
+# What each flavour installs, and what its customize hook does ("$1" is the
+# root; the hook runs on the host, `chroot "$1"` runs in the target, arm64
+# through qemu). distroless: python3-minimal and the standard library with
+# their libraries and CA certificates, then every shell, the package managers
+# (dpkg, apt) and perl deleted; dpkg's status file stays for scanners.
+# debug: the base plus busybox, its applets linked into /usr/local/bin where
+# the base has no command of that name.
+# shellcheck disable=SC2016  # "$1" is expanded by the hook's shell
+DISTROLESS_HOOK='cd "$1" && rm -rf usr/bin/sh usr/bin/dash usr/bin/bash usr/bin/rbash usr/bin/sh.distrib usr/bin/dpkg* usr/sbin/dpkg* usr/bin/apt* usr/lib/apt usr/lib/dpkg usr/share/dpkg usr/bin/perl* usr/share/perl* usr/lib/*/perl* usr/bin/update-alternatives var/lib/dpkg/info etc/shells'
+# shellcheck disable=SC2016
+DEBUG_HOOK='chroot "$1" /bin/sh -c "for a in \$(busybox --list); do command -v \"\$a\" >/dev/null 2>&1 || ln -s /usr/bin/busybox \"/usr/local/bin/\$a\"; done"'
+flavour_include() {
+    case "$1" in
+        "") echo python3,ca-certificates ;;
+        distroless) echo "python3-minimal,libpython$PY_VERSION-stdlib,ca-certificates" ;;
+        debug) echo python3,ca-certificates,busybox ;;
+    esac
+}
+flavour_hook() {
+    case "$1" in
+        distroless) echo "$DISTROLESS_HOOK" ;;
+        debug) echo "$DEBUG_HOOK" ;;
+        *) echo true ;;
+    esac
+}
+# flavour_suffix FLAVOUR: "" or "-<flavour>", for tags, tarballs and layouts.
+flavour_suffix() { if [ -n "$1" ]; then echo "-$1"; fi; }
+created_by() { echo "mmdebstrap --variant=essential --include=$(flavour_include "$1")${1:+ ($1)}"; }
+
+# rootfs_ok FLAVOUR TAR: the tarball holds what the flavour promises.
+rootfs_ok() {
+    local names
+    names=$(tar -tf "$2" | sed -e 's|^\./||')
+    grep -qx 'usr/bin/python3' <<<"$names" || return 1
+    case "$1" in
+        distroless)
+            ! grep -qxE '(usr/)?bin/(sh|dash|bash|dpkg|apt|apt-get|perl)' <<<"$names" ;;
+        debug) grep -qx 'usr/bin/busybox' <<<"$names" ;;
+    esac
+}
+
 build_rootfs() {
-    local arch=$1 out=$2 tmp sources buildlog aptopts=() line
-    tmp=$CACHE_DIR/.python-$PY_VERSION-$arch.$$.tar
-    sources=$CACHE_DIR/.sources.$$.list
-    buildlog=/var/log/shipyard-mmdebstrap-$arch.log
+    local flavour=$1 arch=$2 out=$3 tmp sources buildlog aptopts=() line
+    tmp=$CACHE_DIR/.python-$PY_VERSION$(flavour_suffix "$flavour")-$arch.$$.tar
+    # Named per build: builds run side by side, and $$ is the script's in each.
+    sources=$CACHE_DIR/.sources$(flavour_suffix "$flavour")-$arch.$$.list
+    buildlog=/var/log/shipyard-mmdebstrap$(flavour_suffix "$flavour")-$arch.log
     if [ -n "${SHIPYARD_DEBIAN_SOURCES:-}" ]; then
         [ -f "$SHIPYARD_DEBIAN_SOURCES" ] || die "SHIPYARD_DEBIAN_SOURCES: no such file"
         case "$SHIPYARD_DEBIAN_SOURCES" in
-            *.sources) sources=$CACHE_DIR/.sources.$$.sources ;;
+            *.sources) sources=${sources%.list}.sources ;;
         esac
         cp "$SHIPYARD_DEBIAN_SOURCES" "$sources"
     else
@@ -550,9 +602,9 @@ build_rootfs() {
     while IFS= read -r line; do
         aptopts+=("--aptopt=$line")
     done < <(apt-config dump | grep -E '^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy)[ :]' || true)
-    log "building python base rootfs for $arch with mmdebstrap (log: $buildlog)"
+    log "building python${flavour:+ $flavour} base rootfs for $arch with mmdebstrap (log: $buildlog)"
     # shellcheck disable=SC2016  # "$1" is expanded by the hook's shell
-    if ! mmdebstrap --mode=root --variant=essential --include=python3,ca-certificates \
+    if ! mmdebstrap --mode=root --variant=essential --include="$(flavour_include "$flavour")" \
         --architectures="$arch" --format=tar --skip=output/dev \
         --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
         "${aptopts[@]}" \
@@ -563,94 +615,144 @@ build_rootfs() {
         --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
         --customize-hook='rm -f "$1"/etc/resolv.conf "$1"/etc/hostname "$1"/etc/apt/sources.list "$1"/etc/apt/apt.conf.d/99mmdebstrap; rm -rf "$1"/etc/apt/sources.list.d/*' \
+        --customize-hook="$(flavour_hook "$flavour")" \
         "$SUITE" "$tmp" "$sources" </dev/null >"$buildlog" 2>&1; then
         rm -f "$tmp" "$sources"
         tail -n 25 "$buildlog" >&2 || true
-        die "mmdebstrap failed for $arch (log above: $buildlog)"
+        die "mmdebstrap failed for $arch${flavour:+ ($flavour)} (log above: $buildlog)"
     fi
     rm -f "$sources"
+    if ! rootfs_ok "$flavour" "$tmp"; then
+        rm -f "$tmp"
+        die "the ${flavour:-plain} $arch rootfs lacks what it promises (log: $buildlog)"
+    fi
     mv "$tmp" "$out"
 }
 
-for arch in "${ARCHES[@]}"; do
-    tar_path=$CACHE_DIR/python-$PY_VERSION-$arch.tar
-    if [ -s "$tar_path" ]; then
-        log "base rootfs cached: $tar_path"
-    else
-        t0=$SECONDS
-        build_rootfs "$arch" "$tar_path"
-        log "built $tar_path ($(du -h "$tar_path" | cut -f1), $((SECONDS - t0))s)"
-    fi
+rootfs_tar() { echo "$CACHE_DIR/python-$PY_VERSION$(flavour_suffix "$1")-$2.tar"; }
+
+# The missing tarballs are built two at a time, in the background (the machine
+# has two cores; an arm64 build runs its package scripts under QEMU and takes
+# about two minutes, an amd64 one about 20 s): arm64 first, the longest. Any
+# build that fails stops the script once the running ones have ended.
+BUILD_JOBS=2
+missing=()
+for arch in $(printf '%s\n' "${ARCHES[@]}" | sort -r); do  # arm64 before amd64
+    for flavour in "${FLAVOURS[@]}"; do
+        tar_path=$(rootfs_tar "$flavour" "$arch")
+        if [ -s "$tar_path" ]; then
+            log "base rootfs cached: $tar_path"
+        else
+            missing+=("$flavour:$arch")
+        fi
+    done
 done
+running=0
+failed=0
+for job in "${missing[@]}"; do
+    if [ "$running" -ge "$BUILD_JOBS" ]; then
+        wait -n || failed=1
+        running=$((running - 1))
+    fi
+    [ "$failed" = 0 ] || break
+    (
+        flavour=${job%%:*} arch=${job#*:}
+        tar_path=$(rootfs_tar "$flavour" "$arch")
+        t0=$SECONDS
+        build_rootfs "$flavour" "$arch" "$tar_path"
+        log "built $tar_path ($(du -h "$tar_path" | cut -f1), $((SECONDS - t0))s)"
+    ) &
+    running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+    wait -n || failed=1
+    running=$((running - 1))
+done
+[ "$failed" = 0 ] || die "a base rootfs build failed (its error is above)"
+
+# flavour_layout FLAVOUR: the OCI layout folder of the base or of a flavour.
+flavour_layout() { echo "$(realpath -m "$BASE_LAYOUT")$(flavour_suffix "$1")"; }
+# oci_build_flavour FLAVOUR DIR TAG: the flavour's two-arch image as an OCI layout.
+oci_build_flavour() {
+    local arch_tars=() arch
+    for arch in "${ARCHES[@]}"; do
+        arch_tars+=("$arch=$(rootfs_tar "$1" "$arch")")
+    done
+    BASE_CREATED_BY=$(created_by "$1") py oci-build "$2" "$3" "$SOURCE_DATE_EPOCH" "${arch_tars[@]}"
+}
 
 if [ "$MODE" = base ]; then
-    # No registry: write the two-arch base straight into the OCI layout.
-    BASE_LAYOUT=$(realpath -m "$BASE_LAYOUT")
-    if [ -f "$BASE_LAYOUT/index.json" ]; then
-        log "OCI layout present: $BASE_LAYOUT"
-    else
-        arch_tars=()
-        for arch in "${ARCHES[@]}"; do
-            arch_tars+=("$arch=$CACHE_DIR/python-$PY_VERSION-$arch.tar")
-        done
-        mkdir -p "$(dirname "$BASE_LAYOUT")"
-        tmp_layout=$(dirname "$BASE_LAYOUT")/.$(basename "$BASE_LAYOUT").tmp.$$
+    # No registry: write each two-arch base straight into its OCI layout.
+    for flavour in "${FLAVOURS[@]}"; do
+        layout=$(flavour_layout "$flavour")
+        if [ -f "$layout/index.json" ]; then
+            log "OCI layout present: $layout"
+            continue
+        fi
+        mkdir -p "$(dirname "$layout")"
+        tmp_layout=$(dirname "$layout")/.$(basename "$layout").tmp.$$
         rm -rf "$tmp_layout"
-        py oci-build "$tmp_layout" "$BASE_TAG" "$SOURCE_DATE_EPOCH" "${arch_tars[@]}"
-        rm -rf "$BASE_LAYOUT"
-        mv "$tmp_layout" "$BASE_LAYOUT"
-        log "wrote the linux/amd64 + linux/arm64 base to $BASE_LAYOUT"
-    fi
+        oci_build_flavour "$flavour" "$tmp_layout" "$BASE_TAG$(flavour_suffix "$flavour")"
+        rm -rf "$layout"
+        mv "$tmp_layout" "$layout"
+        log "wrote the linux/amd64 + linux/arm64 ${flavour:-plain} base to $layout"
+    done
     log "base ready in $((SECONDS - START))s"
     exit 0
 fi
 
 # ---------------------------------------------------------------------------
-# 6. Multi-arch base image in the registry and as an OCI layout
+# 6. Multi-arch base images in the registry and as OCI layouts
 # ---------------------------------------------------------------------------
 # (docker 20.10's `docker import --platform` ignores the architecture, moby
 # issue 42813, so the per-arch images and their index are written as an OCI
 # layout here and pushed with skopeo, keeping their digests.)
 raw=$RUN_DIR/base-index.json
 registry_index() {
-    skopeo inspect --raw --tls-verify=false "docker://$BASE_IMAGE" >"$raw" 2>/dev/null </dev/null \
+    skopeo inspect --raw --tls-verify=false "docker://$1" >"$raw" 2>/dev/null </dev/null \
         && py index-digest "$raw"
 }
-if digest=$(registry_index); then
-    log "registry has $BASE_IMAGE (linux/amd64 + linux/arm64, $digest)"
-else
-    build=$STATE_DIR/oci-build
-    rm -rf "$build"
-    log "writing OCI images for ${ARCHES[*]}"
-    arch_tars=()
-    for arch in "${ARCHES[@]}"; do
-        arch_tars+=("$arch=$CACHE_DIR/python-$PY_VERSION-$arch.tar")
-    done
-    py oci-build "$build" "$BASE_TAG" "$SOURCE_DATE_EPOCH" "${arch_tars[@]}"
-    for ref in "${ARCHES[@]/#/$BASE_TAG-}" "$BASE_TAG"; do
-        log "pushing $REGISTRY/$BASE_NAME:$ref"
-        skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
-            "oci:$build:$ref" "docker://$REGISTRY/$BASE_NAME:$ref" </dev/null
-    done
-    rm -rf "$build"
-    digest=$(registry_index) || die "$BASE_IMAGE is not a linux/amd64 + linux/arm64 index after push"
-    log "pushed $BASE_IMAGE ($digest)"
-fi
-
-BASE_LAYOUT=$(realpath -m "$BASE_LAYOUT")
-if py layout-has "$BASE_LAYOUT" "$digest"; then
-    log "OCI layout up to date: $BASE_LAYOUT"
-else
-    log "exporting $BASE_IMAGE to OCI layout $BASE_LAYOUT"
-    mkdir -p "$(dirname "$BASE_LAYOUT")"
-    tmp_layout=$(dirname "$BASE_LAYOUT")/.$(basename "$BASE_LAYOUT").tmp.$$
-    rm -rf "$tmp_layout"
-    skopeo copy --quiet --all --preserve-digests --src-tls-verify=false \
-        "docker://$BASE_IMAGE" "oci:$tmp_layout:$BASE_TAG" </dev/null
-    py layout-has "$tmp_layout" "$digest" || die "exported layout $tmp_layout is incomplete"
-    rm -rf "$BASE_LAYOUT"
-    mv "$tmp_layout" "$BASE_LAYOUT"
-fi
+# publish_base FLAVOUR: push the flavour's index (once) and export it as a layout.
+publish_base() {
+    local flavour=$1 tag image layout digest build ref tmp_layout
+    tag=$BASE_TAG$(flavour_suffix "$flavour")
+    image=$REGISTRY/$BASE_NAME:$tag
+    layout=$(flavour_layout "$flavour")
+    if digest=$(registry_index "$image"); then
+        log "registry has $image (linux/amd64 + linux/arm64, $digest)"
+    else
+        build=$STATE_DIR/oci-build
+        rm -rf "$build"
+        log "writing OCI images of the ${flavour:-plain} base for ${ARCHES[*]}"
+        oci_build_flavour "$flavour" "$build" "$tag"
+        for ref in "${ARCHES[@]/#/$tag-}" "$tag"; do
+            log "pushing $REGISTRY/$BASE_NAME:$ref"
+            skopeo copy --quiet --all --preserve-digests --dest-tls-verify=false \
+                "oci:$build:$ref" "docker://$REGISTRY/$BASE_NAME:$ref" </dev/null
+        done
+        rm -rf "$build"
+        digest=$(registry_index "$image") \
+            || die "$image is not a linux/amd64 + linux/arm64 index after push"
+        log "pushed $image ($digest)"
+    fi
+    if py layout-has "$layout" "$digest"; then
+        log "OCI layout up to date: $layout"
+    else
+        log "exporting $image to OCI layout $layout"
+        mkdir -p "$(dirname "$layout")"
+        tmp_layout=$(dirname "$layout")/.$(basename "$layout").tmp.$$
+        rm -rf "$tmp_layout"
+        skopeo copy --quiet --all --preserve-digests --src-tls-verify=false \
+            "docker://$image" "oci:$tmp_layout:$tag" </dev/null
+        py layout-has "$tmp_layout" "$digest" || die "exported layout $tmp_layout is incomplete"
+        rm -rf "$layout"
+        mv "$tmp_layout" "$layout"
+    fi
+}
+for flavour in "${FLAVOURS[@]}"; do
+    publish_base "$flavour"
+done
+BASE_LAYOUT=$(flavour_layout "")
 
 # ---------------------------------------------------------------------------
 # 7. services.env
@@ -660,6 +762,10 @@ cat >"$SERVICES_ENV.tmp" <<EOF
 SHIPYARD_REGISTRY=$REGISTRY
 SHIPYARD_BASE_IMAGE=$BASE_IMAGE
 SHIPYARD_BASE_LAYOUT=$BASE_LAYOUT
+SHIPYARD_BASE_DISTROLESS=$BASE_IMAGE-distroless
+SHIPYARD_BASE_DISTROLESS_LAYOUT=$(flavour_layout distroless)
+SHIPYARD_BASE_DEBUG=$BASE_IMAGE-debug
+SHIPYARD_BASE_DEBUG_LAYOUT=$(flavour_layout debug)
 DOCKER_HOST=$DOCKER_HOST
 EOF
 mv "$SERVICES_ENV.tmp" "$SERVICES_ENV"

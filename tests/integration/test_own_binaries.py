@@ -162,3 +162,31 @@ def test_shipyards_own_zipapp_prints_its_version_and_works(snapshot: Snapshot) -
     plan = run_zipapp(snapshot, pyz, "plan", "--json", "--target=standard")
     assert plan.returncode == 0, plan.stderr
     assert "zipapp:shipyard" in {a["id"] for a in json.loads(plan.stdout)["actions"]}
+
+
+def test_mesh_agent_ships_its_variants_within_its_size_budget(snapshot: Snapshot) -> None:
+    """mesh-agent's `debug` and `distroless` variants (issue 15) are staged beside its
+    image with suffixed tags, each platform of each within the binary's image budget."""
+    from shipyard.artifacts import Artifact
+    from shipyard.release.budgets import measure
+
+    assert snapshot.run.returncode == 0, snapshot.run.stderr[-3000:]
+    folder = snapshot.root / "dist/release" / snapshot.version
+    info = json.loads((folder / "release.json").read_text())
+    images = {
+        a.get("variant", ""): a
+        for a in info["artifacts"]
+        if a["kind"] == "image" and a["binary"] == "mesh-agent"
+    }
+    assert sorted(images) == ["", "debug", "distroless"]
+    assert len({a["digest"] for a in images.values()}) == 3
+    budget = manifest_binaries(snapshot.root)["mesh-agent"].size["image"]
+    assert budget.min is not None and budget.max is not None
+    for variant, art in images.items():
+        assert art["path"] == ("images/mesh-agent" + (f"/variants/{variant}" if variant else ""))
+        assert all(t.endswith(f"-{variant}") for t in art["tags"] if variant), art["tags"]
+        index = folder / art["path"] / "index.json"
+        sizes = measure(Artifact("image", "mesh-agent", "any", index, "", 0))
+        assert sorted(m.platform for m in sizes) == ["linux/amd64", "linux/arm64/v8"]
+        for m in sizes:
+            assert budget.min <= m.size <= budget.max, (variant, m)

@@ -32,6 +32,7 @@ from shipyard.engine.plan import Action
 from shipyard.engine.sources import GitIgnored
 from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Image as ImageSettings
+from shipyard.manifest import Variant
 from shipyard.oci import keep as keep_module
 from shipyard.stamp import Stamp
 
@@ -55,13 +56,15 @@ Change = Callable[[Scene, pytest.MonkeyPatch], Scene]
 
 
 def _checkout(root: Path) -> Path:
-    """A checkout with a source, a lock file, a base layout and a Dockerfile folder."""
+    """A checkout with a source, a lock file, base layouts and a Dockerfile folder."""
     (root / "app" / "app").mkdir(parents=True)
     (root / "app" / "pyproject.toml").write_text("[project]\nname = 'app'\n")
     (root / "app" / "app" / "__init__.py").write_text("def main():\n    return 0\n")
     (root / "lock.txt").write_text("helper==2.0 --hash=sha256:" + "0" * 64 + "\n")
     (root / "base").mkdir()
     (root / "base" / "index.json").write_text('{"schemaVersion": 2, "manifests": []}\n')
+    (root / "slim").mkdir()  # a variant's base
+    (root / "slim" / "index.json").write_text('{"schemaVersion": 2, "manifests": []}\n')
     (root / "docker").mkdir()
     (root / "docker" / "Dockerfile").write_text("FROM scratch\n")
     return root
@@ -79,6 +82,7 @@ def _settings(**changes: object) -> ImageSettings:
         workdir="/srv",
         env=MappingProxyType({"LOG_LEVEL": "info"}),
         labels=MappingProxyType({"team": "x"}),
+        variants=MappingProxyType({"slim": Variant(base="oci-layout:slim")}),
         hubs=("127.0.0.1:5000/a",),
         tags=("latest",),
     )
@@ -178,6 +182,13 @@ COMMON: dict[str, Change] = {
     "wheels": lambda s, _: replace(s, deps=(replace(WHEEL, sha256="b" * 64),)),
     "platforms": lambda s, _: replace(s, action=replace(s.action, platforms=("linux/arm64",))),
 }
+
+
+def _extras(s: Scene, _: pytest.MonkeyPatch) -> Scene:
+    """The binary's own project's extras, installed with it (zipapps and images)."""
+    return replace(s, action=replace(s.action, extras=("cli",)))
+
+
 # Builder -> (the scene, each declared input -> a change that moves it alone).
 DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
     "wheel": (
@@ -199,7 +210,7 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
             "shebang": _zipapp(shebang="/usr/bin/python3.11"),
             "compress": _zipapp(compress=False),
             "compile": _zipapp(compile=True),
-            "mode": _zipapp(mode="zipimport"),
+            "extras": _extras,
             "lock": _edit("lock.txt", "helper==2.1 --hash=sha256:" + "1" * 64 + "\n"),
             "python": lambda s, _: replace(s, ctx=replace(s.ctx, python="3.12")),
             **STAMP,
@@ -213,7 +224,10 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
             **COMMON,
             "entrypoint": lambda s, _: replace(s, action=replace(s.action, entrypoint="app:x")),
             "settings": _image(user="1000"),
+            "extras": _extras,
             "base": _edit("base/index.json", '{"schemaVersion": 2, "manifests": [{}]}\n'),
+            # What a variant's base holds, not only its name (in "settings").
+            "variant_bases": _edit("slim/index.json", '{"schemaVersion": 2, "manifests": [{}]}\n'),
             # The lock images install from (issue 14: they used to ignore it).
             "lock": _edit("lock.txt", "helper==2.1 --hash=sha256:" + "1" * 64 + "\n"),
             "python": lambda s, _: replace(s, ctx=replace(s.ctx, python="3.12")),

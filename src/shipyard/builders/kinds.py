@@ -140,16 +140,39 @@ def stamp_inputs(ctx: BuildContext) -> dict[str, Value]:
     }
 
 
+# Where to push and who may push: not what is built, so not in the key.
+_PUSH_ONLY = ("hubs", "tags", "protected", "movable_tags")
+
+
 def _settings(settings: ImageSettings) -> dict[str, Value]:
-    # Hubs and tags say where to push, not what to build: they stay out of the key.
-    # Not dataclasses.asdict: the manifest's mappings are read-only proxies it cannot copy.
+    """The image settings as JSON for the key: every field but where to push.
+
+    Not dataclasses.asdict: the manifest's mappings are read-only proxies it cannot
+    copy, and a variant (a dataclass) becomes {base, env}, sorted by name.
+    """
     out: dict[str, Value] = {}
     for f in dataclasses.fields(settings):
-        if f.name in ("hubs", "tags"):
+        if f.name in _PUSH_ONLY:
             continue
         value = getattr(settings, f.name)
-        out[f.name] = dict(value) if isinstance(value, Mapping) else value
+        if f.name == "variants":
+            out[f.name] = {
+                name: {"base": v.base, "env": dict(sorted(v.env.items()))}
+                for name, v in sorted(value.items())
+            }
+        elif isinstance(value, Mapping):
+            out[f.name] = dict(value)
+        elif isinstance(value, tuple):
+            out[f.name] = list(value)
+        else:
+            out[f.name] = value
     return out
+
+
+def _variant_bases(settings: ImageSettings, root: Path) -> dict[str, Value]:
+    """Each variant base but the image's own, by what its content is (`base_fingerprint`)."""
+    bases = {v.base for v in settings.variants.values() if v.base and v.base != settings.base}
+    return {base: base_fingerprint(base, root) for base in sorted(bases)}
 
 
 def daemonless_inputs(
@@ -164,8 +187,10 @@ def daemonless_inputs(
         "wheels": wheel_digests(deps),
         "platforms": list(action.platforms),
         "entrypoint": action.entrypoint,
+        "extras": list(action.extras),
         "settings": _settings(settings),
         "base": base_fingerprint(settings.base or "", ctx.root),
+        "variant_bases": _variant_bases(settings, ctx.root),
         "lock": lock_inputs(action, ctx),
         "python": ctx.python,
         "stamp": stamp_inputs(ctx),

@@ -19,6 +19,7 @@ from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import find_manifest, load_manifest
 
 if TYPE_CHECKING:
+    from shipyard.engine.scheduler import Result
     from shipyard.manifest import Manifest
     from shipyard.stamp import Stamp
 
@@ -64,6 +65,9 @@ def _selection() -> argparse.ArgumentParser:
         help="the version to stamp (default: $VERSION, then project.version)",
     )
     return sel
+
+
+_FORCE_PROTECTED = "push to image.protected hubs outside CI (default: only when CI is set)"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -112,6 +116,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="push an image that lacks some of the binary's declared platforms",
     )
+    push.add_argument("--force-protected", action="store_true", help=_FORCE_PROTECTED)
     release = sub.add_parser(
         "release",
         parents=[_common(), _selection()],
@@ -124,6 +129,12 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--clean", action="store_true", help="replace dist/release/<version>")
     release.add_argument("--index-url", help="package index upload URL ($SHIPYARD_INDEX_URL)")
     release.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
+    release.add_argument("--force-protected", action="store_true", help=_FORCE_PROTECTED)
+    release.add_argument(
+        "--clobber",
+        action="store_true",
+        help="move existing tags that are not image.movable_tags (default: refuse)",
+    )
     sub.add_parser(
         "affected",
         parents=[_common(), _selection()],
@@ -270,7 +281,19 @@ def _build(args: argparse.Namespace) -> int:
         display.summary(run.results)
     for result in run.failed:
         print(f"shipyard: {result.reason}", file=sys.stderr)
+    _warn_sizes(plan, run.results)
     return run.exit_code
+
+
+def _warn_sizes(plan: Plan, results: Sequence[Result]) -> None:
+    """A warning per output outside its size budget; a build still succeeds (release
+    validate is where a budget fails)."""
+    if not any(b.size for b in plan.binaries):
+        return
+    from shipyard.release.budgets import check_sizes
+
+    for finding in check_sizes(plan.binaries, results):
+        print(f"warning: {finding.message(plan.manifest.root)}", file=sys.stderr)
 
 
 def _stamps(manifest: Manifest, plan: Plan, stamp: Stamp, override: str | None) -> dict[str, Stamp]:
@@ -346,9 +369,11 @@ def _cache(args: argparse.Namespace) -> int:
 
 def _push(args: argparse.Namespace) -> int:
     from shipyard.artifacts import select
+    from shipyard.builders.image.variants import DEFAULT, variant_layout, variant_of
     from shipyard.dist import dist_dir, image_layout, report_file
     from shipyard.engine.report import read_artifacts
     from shipyard.oci.remote.push import Publisher, read_layout_image, require_platforms
+    from shipyard.release.rails import check_protected
 
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
@@ -358,26 +383,38 @@ def _push(args: argparse.Namespace) -> int:
     dist = dist_dir(manifest.root)
     built = read_artifacts(report_file(dist), manifest.root) or ()
     pushed = 0
-    ready = []
+    ready = []  # (binary, variant, image): the default first, then each image.variants
     for binary in plan.binaries:
         if "image" not in binary.outputs:
             continue
         # The image the last build reported; else where the image builder writes it.
-        images = select(built, kind="image", binary=binary.name)
+        images = [a for a in select(built, kind="image", binary=binary.name) if not variant_of(a)]
         layout = images[0].path.parent if images else image_layout(dist, binary.name)
-        if not (layout / "index.json").is_file():
-            raise UsageError(
-                f"{binary.name}: no image in {layout}; run `shipyard build "
-                f"--binary={binary.name} --output=image` first"
-            )
-        image = read_layout_image(layout)
-        # Every image is checked before the first is pushed: all of them go, or none.
-        if not args.allow_partial:
-            require_platforms(binary.name, layout, image, binary.platforms)
-        ready.append((binary, image))
-    for binary, image in ready:
+        for variant in (DEFAULT, *sorted(binary.image.variants)):
+            folder = variant_layout(layout, variant)
+            if not (folder / "index.json").is_file():
+                what = f"{variant} variant image" if variant else "image"
+                raise UsageError(
+                    f"{binary.name}: no {what} in {folder}; run `shipyard build "
+                    f"--binary={binary.name} --output=image` first"
+                )
+            image = read_layout_image(folder)
+            # Every image is checked before the first is pushed: all of them go, or none.
+            if not args.allow_partial:
+                require_platforms(binary.name, folder, image, binary.platforms)
+            ready.append((binary, variant, image))
+    # Protected hubs are refused before anything is pushed, as missing platforms are.
+    check_protected(
+        list({b.name: b for b, _, _ in ready}.values()),
+        os.environ,
+        force=args.force_protected,
+        command="push",
+    )
+    for binary, variant, image in ready:
         tags = split_flag(args.tag) or binary.image.tags
-        for result in publisher.push(binary.name, image, binary.image.hubs, tags):
+        # A variant's tags are suffixed -<variant>; one equal to the default has its
+        # digest, so only its tags move.
+        for result in publisher.push(binary.name, image, binary.image.hubs, tags, variant=variant):
             print(f"{result.name}@{result.digest} tags: {', '.join(result.tags)}")
             pushed += 1
     if not pushed:
@@ -397,6 +434,8 @@ def _release(args: argparse.Namespace) -> int:
         clean=args.clean,
         jobs=args.jobs,
         cache_dir=default_cache_dir(args.cache_dir, os.environ),
+        force_protected=args.force_protected,
+        clobber=args.clobber,
     )
     if args.since and not args.snapshot:
         raise UsageError(

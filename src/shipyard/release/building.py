@@ -17,6 +17,7 @@ from shipyard.artifacts import ANY, Artifact, select
 from shipyard.engine.run import BuildOptions, execute
 from shipyard.errors import BuildError
 from shipyard.oci.model import Platform
+from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
 
 __all__ = ["Build", "Validate", "artifacts", "check_wheel"]
@@ -145,8 +146,20 @@ def _smoke_images(ctx: ReleaseContext) -> None:
         client.close()
 
 
+def _check_sizes(ctx: ReleaseContext) -> None:
+    """Every output within its binary's size budget; each breach named, then exit 1."""
+    findings = check_sizes(ctx.plan.binaries, ctx.build.results if ctx.build else ())
+    if findings:
+        lines = [f.message(ctx.root) for f in findings]
+        raise BuildError(
+            "size budget",
+            "\n  ".join(lines)
+            + "\n  make the output smaller, or raise the budget in binaries.yaml",
+        )
+
+
 class Validate:
-    """Smoke-runs zipapps, checks wheel metadata, and that every image has every platform."""
+    """Size budgets, smoke runs of zipapps, wheel metadata, and every platform in each image."""
 
     name = "validate"
 
@@ -157,6 +170,7 @@ class Validate:
     def run(self, ctx: ReleaseContext) -> None:
         """Raise BuildError naming the first artifact that fails."""
         built = artifacts(ctx)
+        _check_sizes(ctx)
         for result in ctx.build.results if ctx.build else ():
             # A binary's wheel carries the release's version; a library's its own.
             version = ctx.stamp.version if result.action.binaries else None

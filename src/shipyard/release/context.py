@@ -11,7 +11,8 @@ from shipyard.dist import dist_dir, release_dir
 from shipyard.engine.plan import Plan
 from shipyard.engine.run import BuildRun
 from shipyard.engine.scheduler import Builder
-from shipyard.manifest import Binary, Manifest
+from shipyard.manifest import Binary, Image, Manifest
+from shipyard.oci.remote.push import variant_tags
 from shipyard.oci.remote.registry import Registry
 from shipyard.release.index import PackageIndex
 from shipyard.stamp import Stamp
@@ -32,6 +33,8 @@ class ReleaseOptions:
     clean: bool = False  # replace an existing dist/release/<version>
     jobs: int | None = None
     cache_dir: Path | None = None
+    force_protected: bool = False  # push to image.protected hubs outside CI
+    clobber: bool = False  # move existing tags that are not image.movable_tags
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,18 @@ class ReleaseContext:
     def image_binaries(self) -> tuple[Binary, ...]:
         """The selected binaries that have an image output."""
         return tuple(b for b in self.plan.binaries if "image" in b.outputs)
+
+    def movable_tags(self, name: str, variant: str = "") -> tuple[str, ...]:
+        """The tags a release may move off another image for binary `name`: for an
+        image variant, the movable tags suffixed with its name (`latest-debug`)."""
+        found = next((b for b in self.plan.binaries if b.name == name), None)
+        movable = found.image.movable_tags if found is not None else Image().movable_tags
+        return variant_tags(movable, variant)
+
+    def variant_image_tags(self, binary: Binary) -> dict[str, tuple[str, ...]]:
+        """Every image a release pushes for `binary`, by variant ("" the default): its tags."""
+        tags = self.image_tags(binary)
+        return {v: variant_tags(tags, v) for v in ("", *sorted(binary.image.variants))}
 
     def image_tags(self, binary: Binary) -> tuple[str, ...]:
         """The version tag first (`+` -> `-`), then the manifest's tags, deduplicated."""

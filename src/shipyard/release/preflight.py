@@ -1,8 +1,9 @@
 """Preflight: everything a release needs is checked before anything is built.
 
-The version, the git tag, the working tree, the staging folder, every hub and the
-package index with their credentials. A resumed release (dist/release/<version>
-has a publish journal) may find its own images on the hubs; publish checks those.
+The version, the git tag, the working tree, the staging folder, protected hubs,
+every hub and the package index with their credentials, and every tag the release
+will move (no-clobber, see `rails`). A resumed release (dist/release/<version>
+has a publish journal) may find its own images on the hubs; the journal says which.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from shipyard.oci.remote.push import parse_hub
 from shipyard.oci.remote.registry import RegistryError
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME, Journal
+from shipyard.release.rails import (
+    check_protected,
+    clash_error,
+    find_clashes,
+    journal_digests,
+    refused_hubs,
+)
 
 __all__ = ["RELEASED_STEP", "Preflight"]
 
@@ -70,6 +78,7 @@ class Preflight:
         self._platforms(ctx)
         self._folder(ctx)
         if ctx.publishing:
+            self._protected(ctx)
             self._hubs(ctx)
             self._index(ctx)
 
@@ -139,17 +148,47 @@ class Preflight:
         ctx.staged = staged
         ctx.resuming = True
 
+    @staticmethod
+    def _protected(ctx: ReleaseContext) -> None:
+        """Protected hubs only from CI or with --force-protected; a dry run pushes
+        nothing, so it only says what a real release would refuse."""
+        binaries = ctx.image_binaries()
+        if not ctx.options.dry_run:
+            check_protected(binaries, ctx.env, force=ctx.options.force_protected, command="release")
+            return
+        for refused in refused_hubs(binaries, ctx.env, force=ctx.options.force_protected):
+            ctx.on_step(
+                f"note: {refused.binary} -> {refused.hub} is a protected hub: a release outside "
+                "CI stops here without --force-protected"
+            )
+
     def _hubs(self, ctx: ReleaseContext) -> None:
+        """Each hub answers and takes pushes; no tag the release moves names another image.
+
+        Every tag the release pushes is checked (no-clobber): one that exists, is not
+        in image.movable_tags and was not pushed by this release's own journal stops
+        the release (exit 2) unless --clobber is given.
+        """
+        journal_path = ctx.release_dir / JOURNAL_NAME
+        journal = Journal(journal_path) if ctx.resuming else None
         for binary in ctx.image_binaries():
             if not binary.image.hubs:
                 raise UsageError(f"{binary.name} has an image output but no image.hubs to push to")
+            images = ctx.variant_image_tags(binary)
             for text in binary.image.hubs:
                 hub = parse_hub(text)
                 repo = hub.repository(binary.name)
                 try:
                     client = ctx.registry_for(hub.host)
                     client.ping()
-                    found = client.manifest_exists(repo, ctx.stamp.tag)
+                    pushed = journal_digests(journal, text, binary.name)
+                    clashes = tuple(
+                        clash
+                        for variant, tags in images.items()
+                        for clash in find_clashes(
+                            client, binary, text, tags, pushed=pushed, variant=variant
+                        )
+                    )
                     if not ctx.options.dry_run:
                         client.check_push(repo)  # pull access is not enough to release
                 except RegistryError as exc:
@@ -157,11 +196,11 @@ class Preflight:
                         f"hub {text}: {exc.detail}; log in (docker login {hub.host}) or set "
                         "SHIPYARD_REGISTRY_USER/SHIPYARD_REGISTRY_PASSWORD"
                     ) from None
-                if found is not None and not ctx.resuming:
-                    raise UsageError(
-                        f"version {ctx.stamp.version} is already released: "
-                        f"{hub.host}/{repo}:{ctx.stamp.tag} exists ({found}); choose a new version"
-                    )
+                if clashes and ctx.options.clobber:
+                    for clash in clashes:
+                        ctx.on_step(f"--clobber: {clash.reference} ({clash.digest}) will move")
+                elif clashes:
+                    raise clash_error(clashes, ctx.stamp.tag)
 
     def _index(self, ctx: ReleaseContext) -> None:
         if not any(a.kind == "wheel" for a in ctx.plan.actions):

@@ -12,6 +12,12 @@ failure part-way never leaves a partly public release behind a tag:
 3. only when all of that succeeded do tags move: the version tag on every hub,
    then the other tags (`latest`) on every hub.
 
+An image variant is one more image entry of release.json (`variant`, its tags
+suffixed `-<variant>`): pushed, tagged and verified like the default, its
+version tag (`1.4.0-debug`) moving with the other version tags. A variant equal
+to the default (`collapsed`) has the default's digest: nothing is uploaded
+again, only its tags move.
+
 What holds: a failure in phases 1-2 leaves no tag of the new version on any hub
 (content pushed by digest is invisible to anyone who pulls by tag). Wheels are
 public once uploaded (an index cannot take a file back), so they go after the
@@ -39,6 +45,7 @@ from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
+from shipyard.release.rails import check_tag_move
 from shipyard.release.staging import SUMS
 
 __all__ = [
@@ -63,8 +70,10 @@ def _artifacts(ctx: ReleaseContext, kind: str) -> list[dict[str, Any]]:
 
 def _upload_step(hub: str, art: dict[str, Any]) -> str:
     # The name older journals used for "pushed and tagged": an old journal's step
-    # counts as uploaded, and its tags are checked (and found) again.
-    return f"image {hub}/{art['binary']}@{art['digest']}"
+    # counts as uploaded, and its tags are checked (and found) again. A variant's
+    # step names it: one equal to the default has the default's digest.
+    variant = f" ({art['variant']} variant)" if art.get("variant") else ""
+    return f"image {hub}/{art['binary']}@{art['digest']}{variant}"
 
 
 def _tag_step(hub: str, art: dict[str, Any], tag: str) -> str:
@@ -268,19 +277,26 @@ class Publish:
                 steps.run(
                     step,
                     f"would push {step} with tags {', '.join(art['tags'])}",
-                    functools.partial(self._image, publisher, images, art, hub_text),
+                    functools.partial(
+                        self._image, publisher, images, art, hub_text, clobber=ctx.options.clobber
+                    ),
                     digest=art["digest"],
                 )
 
     @staticmethod
     def _image(
-        publisher: Publisher, images: dict[str, LayoutImage], art: dict[str, Any], hub_text: str
+        publisher: Publisher,
+        images: dict[str, LayoutImage],
+        art: dict[str, Any],
+        hub_text: str,
+        *,
+        clobber: bool,
     ) -> None:
         binary, digest, tags = art["binary"], art["digest"], art["tags"]
         hub = parse_hub(hub_text)
         repo = hub.repository(binary)
         found = publisher.client(hub.host).manifest_exists(repo, tags[0])
-        if found not in (None, digest):
+        if found not in (None, digest) and not clobber:
             raise PublishError(
                 f"{hub.host}/{repo}:{tags[0]} already exists with {found}, "
                 f"not the staged {digest}; this version was released differently"
@@ -350,13 +366,17 @@ class Publish:
     ) -> None:
         hub = parse_hub(hub_text)
         client, repo = publisher.client(hub.host), hub.repository(art["binary"])
-        if tag == art["tags"][0]:  # the version tag: never moved off another release
-            found = client.manifest_exists(repo, tag)
-            if found not in (None, art["digest"]):
-                raise PublishError(
-                    f"{hub.host}/{repo}:{tag} already exists with {found}, "
-                    f"not the staged {art['digest']}; this version was released differently"
-                )
+        # No-clobber, checked again now the digest is known: preflight saw the tags
+        # before the build, and someone may have pushed since.
+        check_tag_move(
+            client,
+            hub.host,
+            repo,
+            tag,
+            art["digest"],
+            movable=ctx.movable_tags(art["binary"], art.get("variant") or ""),
+            clobber=ctx.options.clobber,
+        )
         move_tags(client, repo, images[art["path"]].root, [tag], on_step=ctx.on_step)
 
 

@@ -16,8 +16,10 @@ from typing import Any
 
 from shipyard._fs import atomic_write, sha256_file
 from shipyard.artifacts import ANY, Artifact, select
+from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, variant_of
 from shipyard.builders.wheel import build_info
 from shipyard.dist import staged_path, temp_prefix
+from shipyard.oci.remote.push import variant_tags
 from shipyard.release.building import artifacts as built_artifacts
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME
@@ -73,6 +75,60 @@ def _link_or_copy(source: str, target: str) -> None:
 def _file(folder: Path, rel: str, **extra: Any) -> dict[str, Any]:
     path = folder / rel
     return {**extra, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size}
+
+
+def _stage_images(
+    ctx: ReleaseContext, tmp: Path, binary: str, built: tuple[Artifact, ...]
+) -> list[dict[str, Any]]:
+    """Copy `binary`'s image layouts into `tmp`; their release.json entries.
+
+    The default image goes to images/<binary>/, each variant to its own layout
+    inside it (`variant_layout`), listed with its name, its tags suffixed
+    `-<variant>` and whether it is the default image itself (`collapsed`).
+    """
+    entries: list[dict[str, Any]] = []
+    settings = ctx.binary(binary).image
+    tags = list(ctx.image_tags(ctx.binary(binary)))
+    # The default image first, whatever order the build listed them in.
+    found = sorted(
+        ((variant_of(a), a) for a in select(built, binary=binary) if a.metadata.image),
+        key=lambda pair: pair[0],
+    )
+    default_digest = next(
+        (a.metadata.image.digest for v, a in found if not v and a.metadata.image), None
+    )
+    for variant, art in found:
+        image = art.metadata.image
+        if image is None:
+            continue
+        rel = variant_layout(Path(staged_path("image", binary)), variant).as_posix()
+        source = art.path.parent
+        shutil.copytree(
+            source,
+            tmp / rel,
+            copy_function=_link_or_copy,
+            # The variants' layouts are copied as their own artifacts.
+            ignore=lambda folder, _names, top=source: [VARIANTS_DIR] if Path(folder) == top else [],
+        )
+        entry: dict[str, Any] = {
+            "kind": "image",
+            "binary": binary,
+            "path": rel,
+            "digest": image.digest,
+            "media_type": image.media_type,
+            "size": image.size,
+            "platform": list(image.platforms),
+            "manifests": [
+                {"platform": m.platform, "digest": m.digest, "size": m.size}
+                for m in image.manifests
+            ],
+            "hubs": list(settings.hubs),
+            "tags": list(variant_tags(tags, variant)),
+        }
+        if variant:
+            entry |= {"variant": variant, "collapsed": image.digest == default_digest}
+        entries.append(entry)
+    return entries
 
 
 class StageRelease:
@@ -140,29 +196,7 @@ class StageRelease:
                 _file(tmp, rel, kind="zipapp", binary=art.binary, platform=art.platform)
             )
         for binary in ctx.image_binaries():
-            for art in select(built, kind="image", binary=binary.name):
-                image = art.metadata.image
-                if image is None:
-                    continue
-                rel = staged_path("image", binary.name)
-                shutil.copytree(art.path.parent, tmp / rel, copy_function=_link_or_copy)
-                artifacts.append(
-                    {
-                        "kind": "image",
-                        "binary": binary.name,
-                        "path": rel,
-                        "digest": image.digest,
-                        "media_type": image.media_type,
-                        "size": image.size,
-                        "platform": list(image.platforms),
-                        "manifests": [
-                            {"platform": m.platform, "digest": m.digest, "size": m.size}
-                            for m in image.manifests
-                        ],
-                        "hubs": list(binary.image.hubs),
-                        "tags": list(ctx.image_tags(binary)),
-                    }
-                )
+            artifacts += _stage_images(ctx, tmp, binary.name, select(built, kind="image"))
         for binary in ctx.plan.binaries:
             wheel = wheel_of.get(binary.name)
             if wheel is None:

@@ -37,6 +37,11 @@ key. Anything else (another version, an edited source, an image from an older
 shipyard) is not kept: the index then holds the subset only, and `push` refuses
 it until every declared platform is built (or `--allow-partial` is passed).
 Each platform's `docker load` tarball carries tags of its own (`archive_tags`).
+
+`image.variants` (`variants.py`) are built in the same action from the same
+resolved sites and the same layer blobs: only the base and the config differ.
+Each variant is written as a layout of its own, `variants/<name>/` inside the
+default's folder; a variant equal to the default holds the default's index.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import hashlib
 import json
 import posixpath
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -63,6 +69,13 @@ from shipyard.artifacts import (
     Metadata,
     PlatformManifest,
     select,
+)
+from shipyard.builders.image.variants import (
+    DEFAULT,
+    VARIANTS_DIR,
+    Flavour,
+    plan_variants,
+    variant_layout,
 )
 from shipyard.builders.kinds import daemonless_inputs, image_settings, source_url
 from shipyard.builders.locks import requirements_for
@@ -85,10 +98,13 @@ from shipyard.oci.layout import (
     layout_tops,
     manifest_blobs,
     read_blob,
+    replace_dir,
     write_layout,
 )
 from shipyard.oci.model import (
+    Descriptor,
     Image,
+    Index,
     Layer,
     OCIError,
     append_layer,
@@ -329,8 +345,14 @@ class ImageBuilder:
             _normal(_wheel_name(own)),
             frozenset(_normal(_wheel_name(w)) for w in libraries),
         )
+        plan = plan_variants(settings)
         store = blob_store(ctx.env)
-        bases = load_base(settings.base, action.platforms, root=ctx.root, store=store, env=ctx.env)
+        loaded: dict[str, dict[str, Base]] = {}
+        for flavour in plan.flavours:  # each distinct base once
+            if flavour.base not in loaded:
+                loaded[flavour.base] = load_base(
+                    flavour.base, action.platforms, root=ctx.root, store=store, env=ctx.env
+                )
         ctx.dist.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=temp_prefix(), dir=ctx.dist) as tmp:
             env = build_env(ctx)
@@ -340,17 +362,35 @@ class ImageBuilder:
             def site(platform: str) -> Resolution:
                 dest = Path(tmp) / platform.replace("/", "_")
                 return self.resolver(
-                    wheels, platform, ctx.python, dest, env=env, log=log, requirements=requirements
+                    wheels,
+                    platform,
+                    ctx.python,
+                    dest,
+                    env=env,
+                    log=log,
+                    requirements=requirements,
+                    extras=action.extras,
                 )
 
             found = map_parts(ctx, site, action.platforms)
             for resolution in found:  # before any layer is written
                 check_entrypoint(action.entrypoint, binary, resolution.site)
             sites = {p: r.site for p, r in zip(action.platforms, found, strict=True)}
-            images = _assemble(action, ctx, bases, sites, roles, store, self.level)
+            layers = _layers(action, ctx, sites, roles, store, self.level)
+            by_flavour = [
+                _images(action, ctx, loaded[f.base], layers, roles, f) for f in plan.flavours
+            ]
             raw_kept = key.inputs.get(KEPT)
             kept = [str(k) for k in raw_kept] if isinstance(raw_kept, list) else []
-            others = _read_kept(image_layout(ctx.dist, binary), kept)
+            layout = image_layout(ctx.dist, binary)
+            others = _read_kept(layout, kept)
+            identity = build_identity(key.inputs)
+            # Read before the default layout (and the variants' folders in it) is replaced.
+            kept_variants = {
+                name: _kept_variant(layout, name, identity, action.platforms, kept)
+                for name in plan.variants
+                if not plan.collapsed(name)
+            }
             if others:
                 with log.open("a", encoding="utf-8") as out:
                     names = ", ".join(str(i.platform) for i in others)
@@ -361,14 +401,42 @@ class ImageBuilder:
                 )
                 for r in found
             )
+            variants = {
+                name: (
+                    dict(zip(action.platforms, by_flavour[i], strict=True)),
+                    kept_variants.get(name, others),
+                    plan.collapsed(name),
+                )
+                for name, i in plan.chosen
+                if name != DEFAULT
+            }
             return write_images(
                 binary,
                 ctx,
-                dict(zip(action.platforms, images, strict=True)),
+                dict(zip(action.platforms, by_flavour[0], strict=True)),
                 installed,
                 kept=others,
-                notes={BUILD_NOTE: build_identity(key.inputs)},
+                notes={BUILD_NOTE: identity},
+                variants=variants,
             )
+
+
+def _kept_variant(
+    layout: Path, name: str, identity: str, platforms: Sequence[str], kept: Sequence[str]
+) -> list[Image]:
+    """The images of variant `name` a subset build keeps: the same platforms the default
+    keeps (`kept`), from the variant's layout built from the same inputs."""
+    if not kept:
+        return []
+    folder = variant_layout(layout, name)
+    found = kept_platforms(folder, identity, platforms)
+    wanted = sorted(text.partition("@")[0] for text in kept)
+    if sorted(p for p, _ in found) != wanted:
+        raise ShipyardError(
+            f"{folder}: the {name} variant lacks the {', '.join(wanted)} image(s) the default "
+            "keeps (its folder changed since it was built); build every platform"
+        )
+    return _read_kept(folder, [f"{p}@{d}" for p, d in found])
 
 
 def _notes(action: Action, ctx: BuildContext) -> dict[str, str]:
@@ -416,16 +484,21 @@ def _split(site: Path, roles: _Roles, epoch: int, version: str) -> list[tuple[st
     return parts
 
 
-def _assemble(
+Layered = dict[str, list[tuple[str, Layer]]]  # platform -> (history line, layer), lowest first
+
+
+def _layers(
     action: Action,
     ctx: BuildContext,
-    bases: Mapping[str, Base],
     sites: Mapping[str, Path],
     roles: _Roles,
     store: BlobStore,
     level: int,
-) -> list[Image]:
-    """One image per platform; layers equal between platforms are written once."""
+) -> Layered:
+    """shipyard's layers of each platform; layers equal between platforms written once.
+
+    Every variant of the image gets these very layers: only its base and config differ.
+    """
     stamp = ctx.stamp
     plans = {p: _split(site, roles, stamp.epoch, stamp.version) for p, site in sites.items()}
     unique = {part.key: part for plan in plans.values() for _, part in plan}
@@ -434,14 +507,30 @@ def _assemble(
         return write_layer(part.entries, store, part.epoch, level=level)
 
     made = dict(zip(unique, map_parts(ctx, layer, list(unique.values())), strict=True))
+    return {
+        platform: [(created_by, made[part.key]) for created_by, part in plan]
+        for platform, plan in plans.items()
+    }
+
+
+def _images(
+    action: Action,
+    ctx: BuildContext,
+    bases: Mapping[str, Base],
+    layers: Layered,
+    roles: _Roles,
+    flavour: Flavour,
+) -> list[Image]:
+    """One image per platform: `bases`' image, then `layers`, then the config with
+    `flavour`'s env."""
     notes = _notes(action, ctx)
     images = []
     for platform in action.platforms:
         base = bases[platform]
         image = dataclasses.replace(base.image, created=ctx.stamp.created)
-        for created_by, part in plans[platform]:
-            image = append_layer(image, made[part.key], created_by=created_by)
-        image = _configure(image, action, roles, notes)
+        for created_by, made in layers[platform]:
+            image = append_layer(image, made, created_by=created_by)
+        image = _configure(image, action, roles, notes, flavour.env_map)
         base_notes = {_OCI + "base.name": base.name} | (
             {_OCI + "base.digest": base.digest} if base.digest else {}
         )
@@ -449,13 +538,19 @@ def _assemble(
     return images
 
 
-def _configure(image: Image, action: Action, roles: _Roles, notes: dict[str, str]) -> Image:
+def _configure(
+    image: Image,
+    action: Action,
+    roles: _Roles,
+    notes: dict[str, str],
+    extra_env: Mapping[str, str],
+) -> Image:
     settings = image_settings(action)
     binary = action.binaries[0]
     env = dict(line.partition("=")[::2] for line in image.config.env)
     env["PATH"] = f"{env.get('PATH') or DEFAULT_PATH}:/opt/{binary}/bin"
     env["PYTHONPATH"] = ":".join(roles.sites)
-    env.update(settings.env)
+    env.update(extra_env)  # the image's env, with a variant's merged over it
     labels = dict(image.config.labels) | notes | dict(settings.labels)
     return with_config(
         image,
@@ -468,6 +563,10 @@ def _configure(image: Image, action: Action, roles: _Roles, notes: dict[str, str
     )
 
 
+VariantImages = tuple[Mapping[str, Image], Sequence[Image], bool]
+"""A variant's images by platform, the images it keeps, and whether it is the default."""
+
+
 def write_images(
     binary: str,
     ctx: BuildContext,
@@ -476,6 +575,7 @@ def write_images(
     *,
     kept: Sequence[Image] = (),
     notes: Mapping[str, str] | None = None,
+    variants: Mapping[str, VariantImages] | None = None,
 ) -> tuple[Artifact, ...]:
     """Write the index of `images` as dist/images/<binary>/ and one tarball per platform.
 
@@ -485,44 +585,85 @@ def write_images(
     digest, the per-platform manifests and `installed` (None: not known) as its
     metadata; the layout's other files are `image-layout` artifacts, the tarballs
     `image-archive` ones (tagged `archive_tags`, distinct per platform).
-    """
-    first = dict(next(iter(images.values())).annotations)
-    index_notes = {k: v for k, v in first.items() if not k.startswith(_OCI + "base.")}
-    index = make_index([*images.values(), *kept], index_notes | dict(notes or {}))
-    layout = image_layout(ctx.dist, binary)
-    top = write_layout(layout, index, ref=ctx.stamp.tag)
-    manifests = tuple(
-        PlatformManifest(str(d.platform), d.digest, d.size)
-        for d in (manifest_descriptor(image) for image in index.images)
-    )
-    about = ImageIndex(top.digest, top.media_type, top.size, manifests)
-    files = sorted(
-        (p for p in layout.rglob("*") if p.is_file()), key=lambda p: (p.parent != layout, p)
-    )
-    outputs = [
-        _artifact(p, binary, Metadata(installed=installed, image=about))
-        if p.name == "index.json" and p.parent == layout
-        else _artifact(p, binary, None)
-        for p in files
-    ]  # index.json and oci-layout first, then blobs
 
-    def archive(name: str) -> Artifact:
-        tarball = image_archive(ctx.dist, binary, ctx.stamp.version, name)
-        tags = archive_tags(binary, ctx.stamp.tag, name)
-        sha256 = write_docker_archive(tarball, images[name], tags, ctx.stamp.epoch)
-        mine = tuple(i for i in installed or () if i.platform == name)
+    Each of `variants` is written the same way into `variants/<name>/` of that
+    folder, its tarballs named and tagged with the version suffixed `-<name>`; a
+    variant that is the default gets the default's index and no tarballs of its
+    own. The folder with every variant is built aside and renamed into place at
+    once (the kept images' blobs are read from the folder it replaces). The
+    default's artifacts come first.
+    """
+    layout = image_layout(ctx.dist, binary)
+    layout.parent.mkdir(parents=True, exist_ok=True)
+    aside = Path(tempfile.mkdtemp(prefix=f"{temp_prefix()}{binary}.", dir=layout.parent))
+    every = {DEFAULT: (images, kept, False), **(variants or {})}
+    tops: dict[str, tuple[Descriptor, Index]] = {}
+    try:
+        for name, (their, their_kept, _) in every.items():
+            first = dict(next(iter(their.values())).annotations)
+            index_notes = {k: v for k, v in first.items() if not k.startswith(_OCI + "base.")}
+            index = make_index([*their.values(), *their_kept], index_notes | dict(notes or {}))
+            folder = variant_layout(aside / binary, name)
+            tops[name] = (write_layout(folder, index, ref=ctx.stamp.tag + _suffix(name)), index)
+        replace_dir(aside / binary, layout)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+    outputs: list[Artifact] = []
+    jobs: list[tuple[str, str]] = []  # (variant, platform) of each tarball
+    for name, (their, _, same) in sorted(every.items()):
+        top, index = tops[name]
+        outputs += _layout_artifacts(binary, variant_layout(layout, name), top, index, installed)
+        jobs += [] if same else [(name, platform) for platform in their]
+
+    def archive(job: tuple[str, str]) -> Artifact:
+        name, platform = job
+        tarball = image_archive(ctx.dist, binary, ctx.stamp.version + _suffix(name), platform)
+        tags = archive_tags(binary, ctx.stamp.tag + _suffix(name), platform)
+        sha256 = write_docker_archive(tarball, every[name][0][platform], tags, ctx.stamp.epoch)
+        mine = tuple(i for i in installed or () if i.platform == platform)
         return Artifact(
             "image-archive",
             binary,
-            name,
+            platform,
             tarball,
             sha256,
             tarball.stat().st_size,
             Metadata(installed=mine if installed is not None else None),
         )
 
-    outputs.extend(map_parts(ctx, archive, list(images)))
+    outputs.extend(map_parts(ctx, archive, jobs))
     return tuple(outputs)
+
+
+def _suffix(variant: str) -> str:
+    return f"-{variant}" if variant else ""
+
+
+def _layout_artifacts(
+    binary: str,
+    layout: Path,
+    top: Descriptor,
+    index: Index,
+    installed: tuple[Installed, ...] | None,
+) -> list[Artifact]:
+    """The layout's index.json as the `image` artifact, then its other files (not those
+    of the variants' layouts inside it) as `image-layout` ones."""
+    manifests = tuple(
+        PlatformManifest(str(d.platform), d.digest, d.size)
+        for d in (manifest_descriptor(image) for image in index.images)
+    )
+    about = ImageIndex(top.digest, top.media_type, top.size, manifests)
+    nested = layout / VARIANTS_DIR
+    files = sorted(
+        (p for p in layout.rglob("*") if p.is_file() and not p.is_relative_to(nested)),
+        key=lambda p: (p.parent != layout, p),
+    )
+    return [
+        _artifact(p, binary, Metadata(installed=installed, image=about))
+        if p.name == "index.json" and p.parent == layout
+        else _artifact(p, binary, None)
+        for p in files
+    ]  # index.json and oci-layout first, then blobs
 
 
 def _artifact(path: Path, binary: str, metadata: Metadata | None) -> Artifact:

@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from shipyard.artifacts import Artifact, select
 from shipyard.builders.image import write_images
+from shipyard.builders.image.variants import no_dockerfile_variants
 from shipyard.builders.kinds import dockerfile_inputs, dockerfile_path
 from shipyard.dist import action_log, temp_prefix
 from shipyard.engine.context import BuildContext
@@ -71,11 +72,12 @@ class DockerfileBuilder:
 
         What the Dockerfile installs is not known here: the artifacts' metadata
         says so (`installed` is None)."""
+        binary = action.binaries[0]
+        no_dockerfile_variants(binary, action.image.variants if action.image else {})
         import docker
         from docker.errors import APIError, DockerException
         from docker.errors import BuildError as DockerBuildError
 
-        binary = action.binaries[0]
         dockerfile = dockerfile_path(action, ctx)
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = action_log(ctx.dist, self.kind, action.binaries)

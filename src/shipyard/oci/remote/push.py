@@ -10,6 +10,11 @@ An image is pushed under the binary's tags only when its index holds every
 platform the binary declares (`require_platforms`): an index built for a
 subset (`build --platform linux/arm64`) would otherwise replace every other
 platform behind those tags.
+
+An image variant (`image.variants`) is pushed to the same repository with the
+binary's tags suffixed `-<variant>` (`variant_tags`): `1.4.0-debug`,
+`latest-distroless`. A variant equal to the default has the default's digest,
+so pushing it uploads nothing and only its tags move.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ __all__ = [
     "push_layout",
     "read_layout_image",
     "require_platforms",
+    "variant_tags",
 ]
 
 Step = Callable[[str], None]
@@ -124,6 +130,15 @@ def require_platforms(
         f"platform (shipyard build --binary={binary} --output=image), or pass "
         "--allow-partial to push it anyway"
     )
+
+
+def variant_tags(tags: Sequence[str], variant: str) -> tuple[str, ...]:
+    """`tags` of the image variant `variant`: each suffixed `-<variant>` (`1.4.0-debug`);
+    the default image ("") keeps them as they are. Each is checked as a tag."""
+    out = tuple(tags) if not variant else tuple(f"{tag}-{variant}" for tag in tags)
+    for tag in out:
+        validate_tag(tag)
+    return out
 
 
 def push_layout(
@@ -249,9 +264,17 @@ class Publisher:
         return self._clients[host]
 
     def push(
-        self, binary: str, layout: Path | LayoutImage, hubs: Iterable[str], tags: Sequence[str]
+        self,
+        binary: str,
+        layout: Path | LayoutImage,
+        hubs: Iterable[str],
+        tags: Sequence[str],
+        *,
+        variant: str = "",
     ) -> list[PushResult]:
-        """Push `binary`'s layout to `<hub>/<binary>` for every hub, tagged with `tags`."""
+        """Push `binary`'s layout to `<hub>/<binary>` for every hub, tagged with `tags`
+        (suffixed `-<variant>` for an image variant, `variant_tags`)."""
+        tags = variant_tags(tags, variant)
         image = layout if isinstance(layout, LayoutImage) else read_layout_image(layout)
         results: list[PushResult] = []
         for text in hubs:
