@@ -24,7 +24,7 @@ from shipyard.cli import parser
 from shipyard.cli.tasks import command_line, ns, options
 
 REPO = Path(__file__).resolve().parents[2]
-TASKS = ("build", "plan", "push", "release", "check", "clean")
+TASKS = ("build", "plan", "push", "release", "promote", "affected", "check", "clean")
 
 
 def cli_actions(command: str) -> list[argparse.Action]:

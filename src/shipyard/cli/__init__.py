@@ -142,6 +142,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
+    from shipyard.cli import _promote  # its own module: argparse only until it runs
+
+    _promote.add_parser(sub, _common())
     return top
 
 
@@ -491,6 +494,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _push(args)
     if args.command == "release":
         return _release(args)
+    if args.command == "promote":
+        from shipyard.cli import _promote
+
+        return _promote.run(args, _manifest(args))
     if args.command == "clean":
         root = _manifest(args).root
         shutil.rmtree(root / "dist", ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -26,6 +27,7 @@ from shipyard.cli import main, parser
 __all__ = [
     "CommandTask",
     "Option",
+    "affected",
     "build",
     "check",
     "clean",
@@ -33,6 +35,7 @@ __all__ = [
     "ns",
     "options",
     "plan",
+    "promote",
     "push",
     "release",
 ]
@@ -45,6 +48,8 @@ _SUMMARY = {
     "clean": "Remove dist/.",
     "push": "Push built images to every hub of their binaries.",
     "release": "Preflight, build, validate, stage, publish and verify a release.",
+    "promote": "Copy a staged release by digest from its staging hub to the final hubs.",
+    "affected": "List the binaries whose inputs changed since a git reference.",
 }
 # invoke's one-letter flags: the CLI's own (-f, -j) first, then these, in this order,
 # each the first letter still free in its task (the letters the hand-written tasks
@@ -70,7 +75,9 @@ _LETTERS: Mapping[str, str] = {
 class Option:
     """One option of a shipyard command, as its task takes it."""
 
-    name: str  # the task's parameter: the long flag without dashes, `-` as `_`
+    # The task's parameter: the long flag without dashes, `-` as `_`, and a Python
+    # keyword with `_` after it (`--from` is `from_`, which invoke spells --from).
+    name: str
     flag: str  # the CLI's long flag, e.g. --dry-run
     kind: Literal["flag", "list", "value"]  # on/off, repeatable, one value
     help: str
@@ -103,9 +110,10 @@ def options(command: str) -> tuple[Option, ...]:
             if isinstance(action, argparse._AppendAction)
             else "value"
         )
+        name = longs[0][2:].replace("-", "_")
         found.append(
             Option(
-                name=longs[0][2:].replace("-", "_"),
+                name=f"{name}_" if keyword.iskeyword(name) else name,
                 flag=longs[0],
                 kind=kind,
                 help=action.help or "",
@@ -197,5 +205,6 @@ clean = CommandTask("clean")
 push = CommandTask("push")
 release = CommandTask("release")
 affected = CommandTask("affected")
+promote = CommandTask("promote")
 
-ns = Collection(build, plan, check, clean, push, release, affected)
+ns = Collection(build, plan, check, clean, push, release, affected, promote)

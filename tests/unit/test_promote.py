@@ -1,0 +1,410 @@
+"""Promotion's local half: what it copies where, decided from release.json and the manifest.
+
+The copying itself runs against real registries in tests/integration/test_promote.py;
+here: the final hubs (image.hubs as expanded now, minus the staging hub; --to),
+the order tags move, protected hubs, a damaged or missing staged release, the
+CLI's exit codes, the `invoke promote` task (its `--from`, a Python keyword), and
+that promotion never loads the build engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shipyard.cli import main, parser
+from shipyard.cli.tasks import ns
+from shipyard.errors import UsageError
+from shipyard.manifest import Manifest, load_manifest
+from shipyard.release.promote import PromoteOptions, plan_promotion
+from tests.unit.test_invoke_tasks import cli_actions, invoke_help, shipyard_argv
+
+REPO = Path(__file__).resolve().parents[2]
+STAGING = "127.0.0.1:5000/staging"
+DIGEST = "sha256:" + "1" * 64
+CHILDREN = ["sha256:" + "2" * 64, "sha256:" + "3" * 64]
+
+MANIFEST = """\
+schema: 1
+project: {name: demo, version: "1.0.0", python: "3.11"}
+defaults:
+  outputs: [wheel, image]
+  image:
+    hubs: ["${HUB:-127.0.0.2:5000/final}", "127.0.0.3:5000/mirror"]
+    tags: [latest, stable]
+binaries:
+  app:
+    source: app
+    entrypoint: app.main:main
+    image:
+      protected: [127.0.0.3:5000/mirror]
+"""
+
+
+def make_repo(root: Path, manifest: str = MANIFEST) -> Path:
+    """A manifest, its one source, and a staged release 1.0.0 of it; the manifest's path."""
+    (root / "app").mkdir(parents=True)
+    (root / "app" / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1.0.0"\n')
+    (root / "binaries.yaml").write_text(manifest)
+    folder = root / "dist" / "release" / "1.0.0"
+    wheel = folder / "wheels" / "app-1.0.0-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"a wheel")
+    write_staged(
+        folder,
+        [
+            {
+                "kind": "wheel",
+                "path": "wheels/app-1.0.0-py3-none-any.whl",
+                "sha256": hashlib.sha256(b"a wheel").hexdigest(),
+            },
+            {
+                "kind": "image",
+                "binary": "app",
+                "path": "images/app",
+                "digest": DIGEST,
+                "manifests": [{"platform": "linux/amd64", "digest": d} for d in CHILDREN],
+                "hubs": [STAGING],
+                "tags": ["1.0.0", "latest", "stable"],
+            },
+        ],
+    )
+    return root / "binaries.yaml"
+
+
+def write_staged(folder: Path, artifacts: list[dict[str, Any]], **top: Any) -> None:
+    staged = {"schema": 1, "version": "1.0.0", "snapshot": False, "artifacts": artifacts, **top}
+    (folder / "release.json").write_text(json.dumps(staged))
+
+
+def manifest_at(path: Path, **env: str) -> Manifest:
+    return load_manifest(path, {k: v for k, v in os.environ.items() if k != "HUB"} | env)
+
+
+def plan(path: Path, env: dict[str, str] | None = None, **options: Any) -> Any:
+    settings = {"source": STAGING, "version": "1.0.0", "force_protected": True, **options}
+    return plan_promotion(manifest_at(path, **(env or {})), PromoteOptions(**settings), {})
+
+
+def test_final_hubs_are_image_hubs_as_expanded_now_minus_the_staging_hub(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    promotion = plan(path)  # HUB unset: its default
+    assert [str(i.target) for i in promotion.images] == [
+        "127.0.0.2:5000/final",
+        "127.0.0.3:5000/mirror",
+    ]
+    image = promotion.images[0]
+    assert (image.binary, image.digest, image.manifests) == ("app", DIGEST, tuple(CHILDREN))
+    assert image.source_repo == "staging/app" and image.target_repo == "final/app"
+    assert not image.same_registry
+    assert image.layout == tmp_path / "dist" / "release" / "1.0.0" / "images" / "app"
+    # HUB pointing at the staging hub: the staging hub is left out, the mirror stays.
+    promotion = plan(path, {"HUB": STAGING})
+    assert [str(i.target) for i in promotion.images] == ["127.0.0.3:5000/mirror"]
+    assert [w.name for w in promotion.wheels] == ["app-1.0.0-py3-none-any.whl"]
+
+
+def test_a_final_hub_on_the_staging_registry_mounts(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    promotion = plan(path, to=("127.0.0.1:5000/official",))
+    (image,) = promotion.images
+    assert image.same_registry and image.target_repo == "official/app"
+
+
+def test_to_overrides_the_manifest_and_may_not_name_the_staging_hub(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    promotion = plan(path, to=("127.0.0.9:5000/a", "127.0.0.9:5000/b/"))
+    assert [str(i.target) for i in promotion.images] == ["127.0.0.9:5000/a", "127.0.0.9:5000/b"]
+    with pytest.raises(UsageError, match=r"--to 127\.0\.0\.1:5000/staging is the staging hub"):
+        plan(path, to=(STAGING + "/",))
+
+
+def test_no_final_hub_left_names_the_variable_and_the_fix(tmp_path: Path) -> None:
+    path = make_repo(
+        tmp_path,
+        MANIFEST.replace(', "127.0.0.3:5000/mirror"', "").replace(
+            "      protected: [127.0.0.3:5000/mirror]\n", "      user: '1'\n"
+        ),
+    )
+    with pytest.raises(UsageError, match=r"expands to only the staging hub .*HUB.* --to HUB"):
+        plan(path, {"HUB": STAGING})
+
+
+def test_tags_move_version_first_on_every_hub_then_the_rest(tmp_path: Path) -> None:
+    promotion = plan(make_repo(tmp_path))
+    order = [(str(i.target), tag) for i, tag in promotion.tag_order()]
+    assert order == [
+        ("127.0.0.2:5000/final", "1.0.0"),
+        ("127.0.0.3:5000/mirror", "1.0.0"),
+        ("127.0.0.2:5000/final", "latest"),
+        ("127.0.0.3:5000/mirror", "latest"),
+        ("127.0.0.2:5000/final", "stable"),
+        ("127.0.0.3:5000/mirror", "stable"),
+    ]
+
+
+def test_a_protected_hub_needs_ci_or_force(tmp_path: Path) -> None:
+    """The publish rails' own check (rails.check_protected), on the final hubs."""
+    path = make_repo(tmp_path)
+    options = PromoteOptions(STAGING, "1.0.0")
+    refused = (
+        r"app -> 127\.0\.0\.3:5000/mirror: protected hub .*--force-protected to `shipyard promote`"
+    )
+    with pytest.raises(UsageError, match=refused):
+        plan_promotion(manifest_at(path), options, {})
+    with pytest.raises(UsageError, match=refused):
+        plan_promotion(manifest_at(path), options, {"CI": "  "})  # set but empty: not CI
+    assert len(plan_promotion(manifest_at(path), options, {"CI": "true"}).images) == 2
+    forced = PromoteOptions(STAGING, "1.0.0", force_protected=True)
+    assert len(plan_promotion(manifest_at(path), forced, {}).images) == 2
+    # --to naming the protected hub (spelt differently) is refused the same way.
+    to = PromoteOptions(STAGING, "1.0.0", to=("127.0.0.3:5000/mirror/",))
+    with pytest.raises(UsageError, match=refused):
+        plan_promotion(manifest_at(path), to, {})
+    # A hub that is not a final hub of this promotion is no reason to refuse.
+    elsewhere = PromoteOptions(STAGING, "1.0.0", to=("127.0.0.9:5000/x",))
+    assert len(plan_promotion(manifest_at(path), elsewhere, {}).images) == 1
+    # A dry run sends nothing: it notes what a real run would refuse.
+    dry = plan_promotion(manifest_at(path), PromoteOptions(STAGING, "1.0.0", dry_run=True), {})
+    assert dry.notes == (
+        "note: app -> 127.0.0.3:5000/mirror is a protected hub: a promotion outside CI "
+        "stops here without --force-protected",
+    )
+
+
+def test_the_rails_see_each_binary_with_its_final_hubs(tmp_path: Path) -> None:
+    promotion = plan(make_repo(tmp_path), {"HUB": STAGING})
+    app = promotion.binaries["app"]
+    assert app.image.hubs == ("127.0.0.3:5000/mirror",)  # the staging hub left out
+    assert app.image.protected == ("127.0.0.3:5000/mirror",)
+    assert app.image.movable_tags == ("latest",)
+
+
+def test_a_variant_is_copied_with_its_own_tags_and_movable_tags(tmp_path: Path) -> None:
+    path = make_repo(tmp_path, MANIFEST.replace("tags: [latest, stable]", "tags: [latest]"))
+    folder = tmp_path / "dist" / "release" / "1.0.0"
+    staged = json.loads((folder / "release.json").read_text())
+    default = staged["artifacts"][1] | {"tags": ["1.0.0", "latest"]}
+    debug = default | {
+        "path": "images/app/variants/debug",
+        "digest": "sha256:" + "4" * 64,
+        "tags": ["1.0.0-debug", "latest-debug"],
+        "variant": "debug",
+        "collapsed": False,
+    }
+    write_staged(folder, [staged["artifacts"][0], default, debug])
+    promotion = plan(path, to=("127.0.0.9:5000/final",))
+    by_variant = {i.variant: i for i in promotion.images}
+    assert by_variant[""].movable == ("latest",)
+    assert by_variant["debug"].movable == ("latest-debug",)
+    assert by_variant["debug"].layout == folder / "images" / "app" / "variants" / "debug"
+    # The version tags (the default's and the variant's) move before any other tag.
+    assert [tag for _, tag in promotion.tag_order()] == [
+        "1.0.0",
+        "1.0.0-debug",
+        "latest",
+        "latest-debug",
+    ]
+
+
+def test_a_changed_wheel_is_refused_before_anything(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    (tmp_path / "dist/release/1.0.0/wheels/app-1.0.0-py3-none-any.whl").write_bytes(b"other")
+    with pytest.raises(UsageError, match=r"app-1\.0\.0-py3-none-any\.whl changed since it was"):
+        plan(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"snapshot": True}, r"is a snapshot"),
+        ({"version": "2.0.0"}, r"version is '2\.0\.0', not '1\.0\.0'"),
+        ({"artifacts": [{"kind": "wheel", "path": "../x.whl"}]}, r"outside"),
+        ({"artifacts": [{"kind": "image", "binary": "app", "digest": DIGEST}]}, r"no tags"),
+        ({"artifacts": []}, r"lists no image and no wheel"),
+    ],
+)
+def test_a_damaged_release_json_is_bad_input(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    path = make_repo(tmp_path)
+    folder = tmp_path / "dist" / "release" / "1.0.0"
+    staged = json.loads((folder / "release.json").read_text()) | change
+    (folder / "release.json").write_text(json.dumps(staged))
+    with pytest.raises(UsageError, match=message):
+        plan(path)
+
+
+def test_an_image_of_a_binary_the_manifest_lost_needs_to(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    folder = tmp_path / "dist" / "release" / "1.0.0"
+    staged = json.loads((folder / "release.json").read_text())
+    staged["artifacts"][1]["binary"] = "gone"
+    (folder / "release.json").write_text(json.dumps(staged))
+    with pytest.raises(UsageError, match=r"image of gone, which .* does not declare.*--to HUB"):
+        plan(path)
+    (image,) = plan(path, to=("127.0.0.9:5000/x",)).images
+    assert image.target_repo == "x/gone" and image.movable == ("latest",)
+
+
+def test_cli_exit_codes_for_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = make_repo(tmp_path)
+    monkeypatch.delenv("VERSION", raising=False)
+    monkeypatch.delenv("HUB", raising=False)
+    assert main(["promote", "-f", str(path), "--version=1.0.0"]) == 2
+    assert "promote needs --from=HUB" in capsys.readouterr().err
+    assert main(["promote", "-f", str(path), f"--from={STAGING}"]) == 2
+    assert "promote needs --version=X" in capsys.readouterr().err
+    assert main(["promote", "-f", str(path), f"--from={STAGING}", "--version=9.9.9"]) == 2
+    err = capsys.readouterr().err
+    assert "no staged release of 9.9.9" in err and "shipyard release --version=9.9.9" in err
+    assert main(["promote", "-f", str(path), "--from=nohost", "--version=1.0.0"]) == 2
+    assert "must start with a registry host" in capsys.readouterr().err
+    assert main(["promote", "-f", str(path), "--from=127.0.0.1:5000", "--version=1.0.0"]) == 2
+    assert "host[:port]/path" in capsys.readouterr().err
+    # No index for the staged wheel: exit 2 before any registry is asked (none listens
+    # at 127.0.0.1:9, so asking would be exit 1 after retries).
+    for name in ("SHIPYARD_INDEX_URL", "SHIPYARD_INDEX_USER", "SHIPYARD_INDEX_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ["promote", "-f", str(path), "--from=127.0.0.1:9/s", "--version=1.0.0"]
+    assert main([*argv, "--to=127.0.0.1:9/final"]) == 2
+    assert "no package index is set; set SHIPYARD_INDEX_URL" in capsys.readouterr().err
+    # The protected mirror is refused before that, and before any registry too.
+    monkeypatch.delenv("CI", raising=False)
+    assert main(argv) == 2
+    assert "app -> 127.0.0.3:5000/mirror: protected hub" in capsys.readouterr().err
+    assert not (tmp_path / "dist" / "report.json").exists()
+    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == ["release"]
+
+
+BLOCKER = """
+import importlib.abc, json, pathlib, sys, types
+BLOCKED = tuple(sys.argv[1].split(","))
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith(BLOCKED):
+            raise ImportError(f"promotion imported {name}")
+        return None
+sys.meta_path.insert(0, Block())
+# shipyard.release's __init__ loads the whole release pipeline: stand it aside, so
+# what is checked is what promotion's own modules import.
+import shipyard
+package = types.ModuleType("shipyard.release")
+package.__path__ = [str(pathlib.Path(shipyard.__file__).parent / "release")]
+sys.modules["shipyard.release"] = package
+importlib.import_module(sys.argv[2])
+if len(sys.argv) > 3:  # run the command as far as it goes without a registry
+    from shipyard.cli import main
+    code = main(["promote", "-f", sys.argv[3], "--from=127.0.0.1:9/s", "--version=9.9.9"])
+    assert code == 2, code
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("shipyard"))))
+"""
+PIPELINE = ("shipyard.release.pipeline", "shipyard.release.building", "shipyard.release.staging")
+
+
+@pytest.mark.parametrize(
+    ("module", "blocked"),
+    [
+        # The library: no part of the engine at all, no builder, no release stage.
+        ("shipyard.release.promote", ("shipyard.engine", "shipyard.builders", *PIPELINE)),
+        # The command: the CLI package loads the engine's planning for every command;
+        # promote adds no builder, no build runner and no release stage.
+        ("shipyard.cli._promote", ("shipyard.builders", "shipyard.engine.run", *PIPELINE)),
+    ],
+)
+def test_promotion_never_imports_the_build_engine(
+    tmp_path: Path, module: str, blocked: tuple[str, ...]
+) -> None:
+    run = [str(make_repo(tmp_path))] if module.startswith("shipyard.cli") else []
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKER, ",".join(blocked), module, *run],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert module in loaded and "shipyard.release.promote" in loaded
+    assert not [m for m in loaded if m.startswith(blocked)]
+
+
+def test_invoke_promote_lists_every_option_of_the_cli_command() -> None:
+    text = invoke_help("promote").partition("\nOptions:\n")[2]
+    listed = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
+    wanted = {s for a in cli_actions("promote") for s in a.option_strings if s.startswith("--")}
+    assert "--from" in wanted and "--clobber" in wanted
+    assert listed == wanted, f"missing {wanted - listed}, extra {listed - wanted}"
+    assert "--from-" not in text and "from_" not in text  # the keyword's `_` never shows
+    assert "the staging hub the release was published to" in " ".join(text.split())
+
+
+def test_every_option_of_invoke_promote_reaches_the_cli() -> None:
+    argv, expected = ["promote"], {}
+    for action in cli_actions("promote"):
+        flag = next(s for s in action.option_strings if s.startswith("--"))
+        if action.nargs == 0:
+            argv.append(flag)
+            expected[action.dest] = action.const
+        elif isinstance(action, argparse._AppendAction):
+            argv += [f"{flag}=a-{action.dest}", f"{flag}=b,c"]
+            expected[action.dest] = [f"a-{action.dest}", "b,c"]
+        else:
+            raw = f"v-{action.dest}"
+            argv.append(f"{flag}={raw}")
+            expected[action.dest] = action.type(raw) if callable(action.type) else raw
+    got = vars(parser().parse_args(shipyard_argv(argv)))
+    assert {dest: got[dest] for dest in expected} == expected
+    assert got["from_hub"] == "v-from_hub" and got["release_version"] == "v-release_version"
+
+
+@pytest.mark.parametrize(
+    ("argv", "cli"),
+    [
+        (
+            f"promote --from={STAGING} --version=1.0.0",
+            f"promote --from {STAGING} --version 1.0.0",
+        ),
+        (
+            f"promote --from {STAGING} -v 1.0.0 --to=127.0.0.2:5000/a --to=b.example:1/x,c:1/y "
+            "-d -i http://127.0.0.1:1/ --force-protected --clobber --json -f b.yaml",
+            f"promote --from {STAGING} --version 1.0.0 --to 127.0.0.2:5000/a "
+            "--to b.example:1/x,c:1/y --dry-run --index-url http://127.0.0.1:1/ "
+            "--force-protected --clobber --json -f b.yaml",
+        ),
+    ],
+)
+def test_invoke_promote_means_the_same_command_line(argv: str, cli: str) -> None:
+    assert "promote" in ns.tasks
+    made = parser().parse_args(shipyard_argv(argv.split()))
+    assert made == parser().parse_args(cli.split())
+
+
+def test_invoke_promote_runs_the_cli_from_this_repositorys_tasks_py(tmp_path: Path) -> None:
+    """`invoke promote` through invoke's own program and the repository's tasks.py."""
+    make_repo(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("HUB", "VERSION", "CI")}
+    flags = [f"--from={STAGING}", "--version=1.0.0", "--to=127.0.0.3:5000/mirror"]
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(REPO), "promote", *flags],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    # The CLI ran (in-process) and refused the protected hub before any network use.
+    assert done.returncode == 2, done.stderr
+    assert "app -> 127.0.0.3:5000/mirror: protected hub" in done.stderr
+    assert "--force-protected to `shipyard promote`" in done.stderr
