@@ -143,6 +143,10 @@ def test_every_binary_is_smoke_run_from_its_zipapp_or_image(snapshot: Snapshot) 
         assert done.returncode == 0, f"{pyz.name}: {done.stderr}"
         assert snapshot.version in done.stdout, f"{pyz.name} printed {done.stdout!r}"
         assert f"smoke {pyz.name}: " in snapshot.run.stderr  # and validate ran it too
+    # Each image variant is smoke-run from its own tarball, named in the line.
+    for variant in ("debug", "distroless"):
+        tarball = f"mesh-agent-{snapshot.version}-{variant}-{HOST}.tar"
+        assert f"image smoke mesh-agent ({tarball}) on linux/" in snapshot.run.stderr, variant
 
 
 def test_shipyards_own_zipapp_prints_its_version_and_works(snapshot: Snapshot) -> None:

@@ -102,7 +102,9 @@ def test_release_publishes_everything_and_verifies(
     assert any(x.startswith("smoke mesh-agent-1.0.0-linux_amd64.pyz") for x in smoked), lines
     for binary in ("meshctl", "mesh-agent"):
         assert any(
-            x.startswith(f"image smoke {binary} (linux/amd64)") and "1.0.0" in x for x in smoked
+            x.startswith(f"image smoke {binary} ({binary}-1.0.0-linux_amd64.tar) on linux/amd64")
+            and "1.0.0" in x
+            for x in smoked
         ), lines
     zipapps = sorted(Path(a["path"]).name for a in staged["artifacts"] if a["kind"] == "zipapp")
     assert zipapps == [

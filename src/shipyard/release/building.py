@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import re
 import subprocess
@@ -93,9 +94,10 @@ def _host_platform() -> str:
 def _smoke_images(ctx: ReleaseContext) -> None:
     """Run each image's smoke arguments in its host-platform image, when Docker is reachable.
 
-    The image is loaded from the build's `docker load` tarball and run with no
-    network. Without a Docker engine the smoke runs are skipped, and each skip
-    is reported through `ctx.on_step` (a release needs no Docker engine).
+    The image is loaded from the build's `docker load` tarball (one per image
+    variant, named by its file) and run with no network, then removed from the
+    engine. Without a Docker engine the smoke runs are skipped, and each skip is
+    reported through `ctx.on_step` (a release needs no Docker engine).
     """
     host = _host_platform()
     wanted = [
@@ -118,6 +120,8 @@ def _smoke_images(ctx: ReleaseContext) -> None:
     try:
         for name, artifact in wanted:
             smoke = list(ctx.binary(name).smoke)
+            what = f"image smoke {name} ({artifact.path.name})"
+            image = None
             try:
                 with artifact.path.open("rb") as handle:
                     (image, *_) = client.images.load(handle)
@@ -133,15 +137,22 @@ def _smoke_images(ctx: ReleaseContext) -> None:
             except ContainerError as exc:
                 raw: object = exc.stderr or b""
                 text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+                loaded = str(image.id) if image is not None else artifact.path.name
                 raise BuildError(
-                    f"image smoke {name}",
+                    what,
                     f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",
-                    command=["docker", "run", "--network", "none", str(image.id), *smoke],
+                    command=["docker", "run", "--network", "none", loaded, *smoke],
                 ) from None
             except DockerException as exc:
-                raise BuildError(f"image smoke {name}", f"Docker failed: {exc}") from None
+                raise BuildError(what, f"Docker failed: {exc}") from None
+            finally:
+                # The engine keeps nothing of a smoke run: the tags the tarball loaded
+                # go (and the image with its last tag), an image also tagged otherwise stays.
+                for tag in image.tags if image is not None else ():
+                    with contextlib.suppress(DockerException):
+                        client.images.remove(tag)
             said = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-            ctx.on_step(f"image smoke {name} ({host}): {said.strip()[:200]}")
+            ctx.on_step(f"{what} on {host}: {said.strip()[:200]}")
     finally:
         client.close()
 
