@@ -22,7 +22,16 @@ from shipyard._fs import TEMP_PREFIX
 from shipyard.engine.proc import run_logged
 from shipyard.errors import BuildError
 
-__all__ = ["NATIVE", "PLATFORM_ARCH", "Distribution", "Resolution", "resolve", "uv_binary"]
+__all__ = [
+    "MACOS",
+    "NATIVE",
+    "PLATFORM_ARCH",
+    "Distribution",
+    "Resolution",
+    "resolve",
+    "target_env",
+    "uv_binary",
+]
 
 # OCI platform -> the machine name in wheel platform tags.
 PLATFORM_ARCH = {
@@ -33,18 +42,33 @@ PLATFORM_ARCH = {
     "linux/ppc64le": "ppc64le",
     "linux/s390x": "s390x",
     "linux/riscv64": "riscv64",
+    "darwin/amd64": "x86_64",
+    "darwin/arm64": "arm64",
+    "windows/amd64": "amd64",
+    "windows/arm64": "arm64",
 }
 # glibc 2.28 (manylinux_2_28) is what Debian 10+, RHEL 8+ and Ubuntu 18.10+ provide.
 _GLIBC_MINOR = 28
+# The oldest macOS a darwin zipapp runs on: 11 (Big Sur), the first with arm64. Wheels
+# for it or older are taken, per-arch or universal2.
+MACOS = (11, 0)
 _UV_LOCK = threading.Lock()
 # The platforms uv can target; the rest go through pip's --platform.
-_UV_PLATFORMS = {"linux/amd64": "x86_64-manylinux_2_28", "linux/arm64": "aarch64-manylinux_2_28"}
+_UV_PLATFORMS = {
+    "linux/amd64": "x86_64-manylinux_2_28",
+    "linux/arm64": "aarch64-manylinux_2_28",
+    "darwin/amd64": "x86_64-apple-darwin",
+    "darwin/arm64": "aarch64-apple-darwin",
+    "windows/amd64": "x86_64-pc-windows-msvc",
+    "windows/arm64": "aarch64-pc-windows-msvc",
+}
 # Files that name this machine or this moment, not the distribution: dropped for reproducibility.
 _VOLATILE = frozenset({"direct_url.json", "uv_cache.json"})
 # A file the dynamic loader maps: an extension module or a vendored shared library.
 NATIVE = re.compile(r"\.(so|pyd|dylib)(\.[0-9.]+)?$")
 _NO_WHEEL = (
     re.compile(r"Because (?P<name>[A-Za-z0-9._-]+)\S* has no (?:usable )?wheels"),
+    re.compile(r"Because all versions of (?P<name>[A-Za-z0-9._-]+) have no (?:usable )?wheels"),
     re.compile(r"Because (?P<name>[A-Za-z0-9._-]+)\S* (?:only has|has only) source"),
     re.compile(r"No matching distribution found for (?P<name>[A-Za-z0-9._-]+)"),
 )
@@ -86,10 +110,25 @@ def uv_binary() -> str | None:
         return _find_uv()
 
 
-def _pip_platforms(arch: str) -> list[str]:
+def _pip_platforms(platform: str) -> list[str]:
+    """pip's --platform tags for `platform`, newest first."""
+    os_name, arch = platform.partition("/")[0], PLATFORM_ARCH[platform]
+    if os_name == "windows":
+        return [f"win_{arch}"]
+    if os_name == "darwin":
+        # pip widens a macOS tag to every older macOS and to universal2 itself.
+        return [f"macosx_{MACOS[0]}_{MACOS[1]}_{arch}"]
     tags = [f"manylinux_2_{minor}_{arch}" for minor in range(_GLIBC_MINOR, 16, -1)]
     legacy = {"x86_64": ("2014", "2010", "1"), "i686": ("2014", "2010", "1")}
     return tags + [f"manylinux{year}_{arch}" for year in legacy.get(arch, ("2014",))]
+
+
+def target_env(platform: str) -> dict[str, str]:
+    """What the installer's environment adds for `platform`: the oldest macOS to take
+    wheels for (uv's default is newer than 11)."""
+    if platform.startswith("darwin/"):
+        return {"MACOSX_DEPLOYMENT_TARGET": f"{MACOS[0]}.{MACOS[1]}"}
+    return {}
 
 
 def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[str]:
@@ -100,7 +139,7 @@ def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[st
             *("--python-platform", _UV_PLATFORMS[platform], "--python-version", python),
             *("--only-binary", ":all:", *reqs),
         ]
-    platforms = [f"--platform={tag}" for tag in _pip_platforms(PLATFORM_ARCH[platform])]
+    platforms = [f"--platform={tag}" for tag in _pip_platforms(platform)]
     return [
         *(sys.executable, "-m", "pip", "install", "--target", str(dest), "--no-compile"),
         *(*platforms, "--implementation", "cp", "--python-version", python),
@@ -229,7 +268,9 @@ def resolve(
         with log.open("ab") as handle:
             start = handle.tell()
             handle.write(f"$ {' '.join(command)}\n".encode())
-        returncode = run_logged(command, log, env={**env, "PYTHONHASHSEED": "0"})
+        returncode = run_logged(
+            command, log, env={**env, **target_env(platform), "PYTHONHASHSEED": "0"}
+        )
     if returncode != 0:
         raise BuildError(action, _failure(log, start, platform, python), command=command, log=log)
     _scrub(dest)

@@ -5,6 +5,7 @@ from typing import Any
 from shipyard.manifest._load import load_manifest
 from shipyard.manifest._types import (
     HOST_OS,
+    IMAGE_PLATFORMS,
     MANIFEST_NAME,
     OUTPUT_KINDS,
     PLATFORMS,
@@ -22,6 +23,7 @@ from shipyard.manifest._types import (
 
 __all__ = [
     "HOST_OS",
+    "IMAGE_PLATFORMS",
     "MANIFEST_NAME",
     "OUTPUT_KINDS",
     "PLATFORMS",

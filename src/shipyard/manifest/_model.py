@@ -42,7 +42,8 @@ EntryPoint = Annotated[
     ),
 ]
 Output = Literal["wheel", "zipapp", "image"]
-Platform = Literal[
+# The platforms an image may have: Linux only.
+LinuxPlatform = Literal[
     "linux/amd64",
     "linux/arm64",
     "linux/arm/v7",
@@ -51,9 +52,9 @@ Platform = Literal[
     "linux/s390x",
     "linux/riscv64",
 ]
-# The platforms an image may have (every platform is Linux today; zipapps for other
-# operating systems would widen Platform alone).
-LinuxPlatform = Platform
+# A binary's platforms: its zipapp may also be for macOS and Windows (its image may
+# not: see _validate's check of the image's platforms).
+Platform = Literal[LinuxPlatform, "darwin/amd64", "darwin/arm64", "windows/amd64", "windows/arm64"]
 HostOS = Literal["linux", "darwin", "windows"]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
@@ -257,7 +258,9 @@ class BinaryDoc(_Strict):
         default=None, min_length=1, description="What to build (default: wheel)"
     )
     platforms: list[Platform] | None = Field(
-        default=None, min_length=1, description="OCI platforms for zipapps/images"
+        default=None,
+        min_length=1,
+        description="OCI platforms for zipapps/images; darwin/* and windows/* are zipapp-only",
     )
     host: list[HostOS] | None = Field(None, min_length=1, description="Host OSes that may build it")
     image: ImageDoc | None = None

@@ -20,6 +20,7 @@ from shipyard.errors import UsageError
 __all__ = [
     "ALL_GROUP",
     "HOST_OS",
+    "IMAGE_PLATFORMS",
     "MANIFEST_NAME",
     "OUTPUT_KINDS",
     "PLATFORMS",
@@ -39,9 +40,8 @@ __all__ = [
 
 OUTPUT_KINDS = ("wheel", "zipapp", "image")
 HOST_OS = ("linux", "darwin", "windows")
-# The OCI platforms Python wheels are published for; a typo here is better caught
-# than turned into an empty resolution later.
-PLATFORMS = (
+# The Linux platforms: an image's (and a zipapp's).
+IMAGE_PLATFORMS = (
     "linux/amd64",
     "linux/arm64",
     "linux/arm/v7",
@@ -49,6 +49,16 @@ PLATFORMS = (
     "linux/ppc64le",
     "linux/s390x",
     "linux/riscv64",
+)
+# The OCI platforms Python wheels are published for; a typo here is better caught
+# than turned into an empty resolution later. macOS and Windows are zipapp platforms
+# only (a command-line tool runs on laptops; images stay Linux).
+PLATFORMS = (
+    *IMAGE_PLATFORMS,
+    "darwin/amd64",
+    "darwin/arm64",
+    "windows/amd64",
+    "windows/arm64",
 )
 MANIFEST_NAME = "binaries.yaml"
 ALL_GROUP = "all"
@@ -109,7 +119,8 @@ class Image:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     dockerfile: str | None = None
-    # The image's platforms: `image.platforms`, else the binary's (always Linux).
+    # The image's platforms: `image.platforms`, else the binary's (Linux: a binary with
+    # an image whose platforms include macOS or Windows is a manifest error).
     platforms: tuple[str, ...] = ()
     variants: Mapping[str, Variant] = field(default_factory=dict)
     # Hubs (from `hubs`) pushed to only when CI is set or with --force-protected.

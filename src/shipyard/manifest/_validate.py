@@ -22,6 +22,8 @@ from shipyard.manifest._references import (
 )
 from shipyard.manifest._report import MAX_PROBLEMS, capped, dotted, shown
 from shipyard.manifest._types import (
+    IMAGE_PLATFORMS,
+    PLATFORMS,
     Binary,
     Image,
     Manifest,
@@ -112,6 +114,14 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
         parent = positions.node(loc[:-1])
         return Problem(parent.key, dotted(loc), f"required key '{loc[-1]}' is missing", "add it")
     value = error.get("input")
+    if kind == "literal_error" and value in PLATFORMS and "image" in loc:
+        return Problem(
+            node.value,
+            dotted(loc),
+            f"{shown(value)} is not allowed",
+            "images are Linux only (macOS and Windows are zipapp platforms): list "
+            "Linux platforms here, e.g. linux/amd64, linux/arm64",
+        )
     if kind == "literal_error":
         expected = error.get("ctx", {}).get("expected", "")
         choices = [c.strip().strip("'") for c in str(expected).replace(" or ", ",").split(",")]
@@ -270,6 +280,20 @@ def _check_binary(binary: Binary, positions: Positions, problems: list[Problem])
         found = next((k for k in keys if positions.has(k)), at)
         return positions.node(found).value if found != at else positions.node(at).key
 
+    foreign = [p for p in binary.image.platforms if p not in IMAGE_PLATFORMS]
+    if "image" in binary.outputs and foreign:
+        # image.platforms is Linux by its type, so these came from the binary's platforms.
+        linux = [p for p in binary.image.platforms if p in IMAGE_PLATFORMS]
+        example = ", ".join(linux or ("linux/amd64", "linux/arm64"))
+        problems.append(
+            Problem(
+                where((*at, "platforms"), ("defaults", "platforms")),
+                dotted((*at, "image", "platforms")),
+                f"{binary.name}'s image would be built for {', '.join(foreign)}, "
+                "but images are Linux only (macOS and Windows are zipapp platforms)",
+                f"set image.platforms to the Linux ones, e.g. [{example}]",
+            )
+        )
     unknown = [h for h in binary.image.protected if h not in binary.image.hubs]
     if unknown:
         problems.append(

@@ -24,6 +24,14 @@ running start holds them.
 
 __main__.py (MAIN) compiles on every Python from 2.7 on and refuses one older than 3.7
 with one line before this module, which needs 3.7, is compiled.
+
+Linux, macOS and Windows: the OS is asked in one place, `_os()`, which tests replace
+to run the macOS and Windows logic anywhere. The cache is under XDG_CACHE_HOME (or
+~/.cache) on Linux, ~/Library/Caches on macOS and %LOCALAPPDATA% on Windows. Windows
+has no POSIX owners or modes, so the trust checks are skipped there (the default
+folder is the user's own by its ACL); its locks are msvcrt byte locks on a lock file
+beside a temporary folder, and a build folder is held by keeping its use file open,
+which makes Windows refuse the rename that removes the folder.
 """
 
 from __future__ import annotations
@@ -50,7 +58,9 @@ __all__ = [
     "cache_root",
     "check_target",
     "hold",
+    "machine",
     "prune",
+    "system",
     "unpack",
     "unpack_private",
     "untrusted",
@@ -120,7 +130,8 @@ REMOVE_PREFIX = ".remove-"
 # killed start's leftover, swept by the next start.
 UNPACK_PREFIX = ".unpack-"
 PRIVATE_PREFIX = "shipyard-zipapp-"
-# OCI architecture -> the names os.uname() gives that machine.
+# OCI architecture -> the names os.uname() (or, on Windows, the interpreter's build)
+# gives that machine.
 MACHINES = {
     "amd64": ("x86_64", "amd64"),
     "arm64": ("aarch64", "arm64", "armv8l"),
@@ -130,6 +141,45 @@ MACHINES = {
     "s390x": ("s390x",),
     "riscv64": ("riscv64",),
 }
+
+
+# Open flags that exist only on some systems: no symlink following and no inheritance
+# where there are, binary (untranslated) writes on Windows.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOINHERIT", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+# Beside a temporary folder on Windows (directories cannot be opened and locked there).
+LOCK_SUFFIX = ".lock"
+
+
+def _os() -> str:
+    """This machine's OS as the manifest names it: linux, darwin or windows (others as
+    sys.platform says). The one place the bootstrap asks: tests replace it."""
+    return {"win32": "windows", "cygwin": "windows"}.get(sys.platform, sys.platform)
+
+
+def system() -> str:
+    """This machine's OS in manifest terms (see `_os`)."""
+    return _os()
+
+
+def _posix() -> bool:
+    """Whether files have POSIX owners, modes and flock (every OS but Windows)."""
+    return _os() != "windows"
+
+
+def machine() -> str:
+    """This interpreter's machine: os.uname()'s name for it, or on Windows the one its
+    build names in sys.version (AMD64, ARM64), which an emulated x64 Python on an ARM
+    laptop reports as amd64, as its wheels must be."""
+    if _os() == "windows":
+        return next((n.lower() for n in ("ARM64", "AMD64") if n in sys.version), "x86")
+    return os.uname().machine if hasattr(os, "uname") else "unknown"
+
+
+def _uid() -> int | None:
+    """This user's id, or None where files have no POSIX owner (Windows)."""
+    return os.geteuid() if _posix() and hasattr(os, "geteuid") else None
 
 
 class BootError(Exception):
@@ -177,10 +227,19 @@ def check_target(
 
 
 def cache_root(environ: Mapping[str, str]) -> str:
-    """Where builds unpack: $SHIPYARD_ZIPAPP_ROOT, else the user cache folder."""
+    """Where builds unpack: $SHIPYARD_ZIPAPP_ROOT, else the user cache folder of this OS
+    ($XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches on macOS, %LOCALAPPDATA%
+    on Windows), in shipyard/zipapps."""
     if environ.get(ROOT_ENV):
         return environ[ROOT_ENV]
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    home = os.path.expanduser("~")
+    system = _os()
+    if system == "windows":
+        base = environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")
+    elif system == "darwin":
+        base = os.path.join(home, "Library", "Caches")
+    else:
+        base = environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     return os.path.join(base, "shipyard", "zipapps")
 
 
@@ -204,8 +263,14 @@ def untrusted(root: str, *folders: str) -> str | None:
     Paths are absolute and symlink-free (the root is resolved first). Folders that do
     not exist yet are safe: the bootstrap makes them, private. A folder above the root
     may also be writable by others when it is sticky, as /tmp is.
+
+    On Windows there is nothing to check: files have no POSIX owner (st_uid is 0) and
+    their mode says only whether they are read-only, while who may write is in ACLs,
+    which the default root, in %LOCALAPPDATA%, has private to the user.
     """
-    uid = os.geteuid()
+    uid = _uid()
+    if uid is None:
+        return None
     root = root.rstrip(os.sep) or os.sep
     seen: set[str] = set()
     for folder in folders:
@@ -242,63 +307,111 @@ def _makedirs(path: str) -> None:
             raise
 
 
+def _lock(fd: int, *, wait: bool) -> None:
+    """Lock the open file `fd` exclusively; OSError when `wait` is false and it is held."""
+    if _posix():
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    else:
+        import msvcrt
+
+        # A byte lock on the first byte; LK_LOCK retries for 10 s, then raises OSError.
+        msvcrt.locking(fd, msvcrt.LK_LOCK if wait else msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+
+
+def _open_lock(folder: str) -> int:
+    """A descriptor to lock that stands for `folder`: the folder itself, or on Windows
+    (where folders cannot be opened) the file `folder`.lock beside it."""
+    if _posix():
+        return os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
+    return os.open(folder + LOCK_SUFFIX, os.O_RDWR | os.O_CREAT | _BINARY | _NOFOLLOW, 0o600)
+
+
+def _release(folder: str, fd: int) -> None:
+    """Let go of the lock `fd` of `folder` (from `_locked_temp`); its lock file too."""
+    os.close(fd)
+    if not _posix():
+        # Not contextlib.suppress: the warm start does not import contextlib.
+        try:  # noqa: SIM105
+            os.remove(folder + LOCK_SUFFIX)
+        except OSError:
+            pass  # another start locked it meanwhile: that start removes it
+
+
+def _same(fd: int, folder: str) -> bool:
+    """Whether the lock `fd` still stands for `folder` (not swept and made again)."""
+    try:
+        if _posix():
+            return os.path.samestat(os.fstat(fd), os.lstat(folder))
+        return os.path.isdir(folder)
+    except OSError:
+        return False
+
+
 def _locked_temp(parent: str, prefix: str) -> tuple[str, int]:
     """A new folder with an unpredictable name in `parent`, and the descriptor holding
     its lock: while the lock is held, no other start sweeps it."""
-    import fcntl
     import tempfile
 
     for _ in range(20):
         temp = tempfile.mkdtemp(prefix=prefix, dir=parent)
         try:
-            fd = os.open(temp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            fd = _open_lock(temp)
         except FileNotFoundError:
             continue  # another start swept it before it could be locked: make another
-        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while a sweeper holds it
-        try:
-            if os.path.samestat(os.fstat(fd), os.lstat(temp)):
-                return temp, fd
-        except OSError:
-            pass
-        os.close(fd)  # swept between its making and its locking: make another
+        _lock(fd, wait=True)  # waits only while a sweeper holds it
+        if _same(fd, temp):
+            return temp, fd
+        _release(temp, fd)  # swept between its making and its locking: make another
     raise OSError(f"temporary folders in {parent} keep disappearing")
 
 
 def _sweep(parent: str, prefix: str) -> None:
     """Remove this user's temporary folders in `parent` that no live start holds locked."""
     try:
-        stale = [name for name in os.listdir(parent) if name.startswith(prefix)]
+        stale = [
+            name
+            for name in os.listdir(parent)
+            if name.startswith(prefix) and not name.endswith(LOCK_SUFFIX)
+        ]
     except OSError:
         return
     if not stale:
         return
-    import fcntl
     import shutil
 
-    uid = os.geteuid()
+    uid = _uid()
     for name in stale:
         path = os.path.join(parent, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            fd = _open_lock(path)
         except OSError:
             continue
+        locked = False
         try:
             st = os.fstat(fd)
-            if st.st_uid != uid:
+            if uid is not None and st.st_uid != uid:
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _lock(fd, wait=False)
             except OSError:
                 continue  # a live start is filling it
-            if os.path.samestat(st, os.lstat(path)):
+            locked = True
+            if _same(fd, path):
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             pass
         finally:
-            os.close(fd)
+            if locked and not _posix():
+                _release(path, fd)  # and the lock file, the folder's or the one made here
+            else:
+                os.close(fd)  # a live start's lock file stays: it is its lock
 
 
 def _fsync(path: str) -> None:
+    if not _posix():
+        return  # a folder cannot be opened on Windows; NTFS journals the rename
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -346,13 +459,16 @@ def _extract(archive: str, folder: str) -> None:
             raise BootError(f"the archive is damaged: {exc}") from None
     # One flush of everything instead of one per file: the folder is renamed into place
     # only once its files are on disk, so a power cut never leaves a half-written build
-    # that looks complete.
-    os.sync()
+    # that looks complete. (Windows has no sync: each file is flushed as it is written.)
+    if hasattr(os, "sync"):
+        os.sync()
 
 
 def _write_members(source: Any, members: Sequence[tuple[Any, str]]) -> None:
     """Write each (zip entry, path) of `members`, with a few threads when they are many."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY
+    posix = _posix()
+    flush = not hasattr(os, "sync")
 
     def write(share: Sequence[tuple[Any, str]]) -> None:
         for info, path in share:
@@ -360,10 +476,13 @@ def _write_members(source: Any, members: Sequence[tuple[Any, str]]) -> None:
             mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
             fd = os.open(path, flags, mode)
             try:
-                os.fchmod(fd, mode)  # exactly 0755 or 0644, whatever the umask
+                if posix:  # Windows has no modes to set (and no fchmod before 3.13)
+                    os.fchmod(fd, mode)  # exactly 0755 or 0644, whatever the umask
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
+                if flush:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
 
@@ -445,7 +564,7 @@ def unpack(archive: str, target: str, root: str | None = None) -> str:
         if temp and os.path.isdir(temp):
             shutil.rmtree(temp, ignore_errors=True)
         if lock >= 0:
-            os.close(lock)
+            _release(temp, lock)
     return target
 
 
@@ -453,7 +572,7 @@ def _remove(folder: str, lock: int) -> None:
     import shutil
 
     shutil.rmtree(folder, ignore_errors=True)
-    os.close(lock)
+    _release(folder, lock)
 
 
 def unpack_private(archive: str) -> str:
@@ -498,9 +617,12 @@ def hold(root: str, home: str, binary: str) -> bool:
     Holding is a shared lock on its use file, touched to record this use. True when this
     start made the use file (a new build folder). UntrustedCache when the folder or the
     file is someone else's, UnwritableCache when it cannot be made.
-    """
-    import fcntl
 
+    Windows has no shared flock: there the use file is only kept open, which is enough,
+    as Windows refuses to rename a folder that holds an open file (see `prune`).
+    """
+    posix = _posix()
+    uid = _uid()
     path = os.path.join(home, USE)
     try:
         for _ in range(5):
@@ -510,21 +632,24 @@ def hold(root: str, home: str, binary: str) -> bool:
                 raise UntrustedCache(reason)
             made = True
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o600)
             except FileExistsError:
                 made = False
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _BINARY)
             try:
                 st = os.fstat(fd)
-                if st.st_uid != os.geteuid() or not stat.S_ISREG(st.st_mode):
+                if (uid is not None and st.st_uid != uid) or not stat.S_ISREG(st.st_mode):
                     raise UntrustedCache(f"{path} is not a file of yours")
                 if made:
                     os.write(fd, binary.encode())
-                fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a pruner holds it
+                if posix:
+                    import fcntl
+
+                    fcntl.flock(fd, fcntl.LOCK_SH)  # waits only while a pruner holds it
                 if os.path.samestat(st, os.lstat(path)):
                     # Not contextlib.suppress: the warm start does not import contextlib.
                     try:  # noqa: SIM105
-                        os.utime(fd)
+                        os.utime(fd if posix else path)  # Windows: no utime on a descriptor
                     except OSError:
                         pass  # a read-only cache still runs; its folders just look unused
                     _HELD.append(fd)
@@ -547,12 +672,13 @@ def _is_build_id(name: str) -> bool:
 def prune(root: str, binary: str, keep: int, current: str = "") -> list[str]:
     """Remove this user's build folders of `binary` under `root` beyond the `keep` most
     recently used (`current`, a build id, counts as one and is never removed); the
-    removed build ids. A folder a running start holds is left alone.
+    removed build ids. A folder a running start holds is left alone: on POSIX systems
+    it is locked; on Windows its use file is open, so its rename fails.
     """
-    import fcntl
     import shutil
 
-    uid = os.geteuid()
+    uid = _uid()
+    posix = _posix()
     try:
         names = os.listdir(root)
     except OSError:
@@ -570,18 +696,28 @@ def prune(root: str, binary: str, keep: int, current: str = "") -> list[str]:
                 owner = handle.read(256).decode("utf-8", "replace")
         except OSError:
             continue  # being made, or not a build folder of this bootstrap
-        if st.st_uid == uid and owner == binary:
+        if (uid is None or st.st_uid == uid) and owner == binary:
             used.append((st.st_mtime, name))
     removed = []
     for _, name in sorted(used, reverse=True)[max(keep - 1, 0) :]:
         home = os.path.join(root, name)
+        trash = os.path.join(root, f"{REMOVE_PREFIX}{name[:16]}-{os.urandom(4).hex()}")
+        if not posix:
+            try:
+                os.rename(home, trash)  # refused while a running start has its use file open
+            except OSError:
+                continue  # running, or already gone
+            shutil.rmtree(trash, ignore_errors=True)
+            removed.append(name)
+            continue
+        import fcntl
+
         try:
-            fd = os.open(os.path.join(home, USE), os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(os.path.join(home, USE), os.O_RDONLY | _NOFOLLOW)
         except OSError:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            trash = os.path.join(root, f"{REMOVE_PREFIX}{name[:16]}-{os.urandom(4).hex()}")
             os.rename(home, trash)
         except OSError:
             continue  # running, or already gone
@@ -600,7 +736,7 @@ def _keep(environ: Mapping[str, str]) -> int:
 
 
 def _open_nofollow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW)
+    return os.open(path, flags | _NOFOLLOW)
 
 
 def _site(archive: str, info: Mapping[str, Any], root: str, home: str) -> str:
@@ -668,8 +804,7 @@ def main(archive: str) -> None:
         raise SystemExit(2)
     root = os.path.realpath(cache_root(os.environ))
     try:
-        machine = os.uname().machine if hasattr(os, "uname") else "unknown"
-        check_target(info, (sys.version_info[0], sys.version_info[1]), sys.platform, machine)
+        check_target(info, (sys.version_info[0], sys.version_info[1]), _os(), machine())
         site = _site(archive, info, root, os.path.join(root, build_id))
     except BootError as exc:
         sys.stderr.write(f"{info['binary']}: {exc}\n")
