@@ -127,12 +127,19 @@ def release_dir(dist: Path, version: str, *, dry_run: bool = False) -> Path:
     return dist / "release" / (version + (".dry-run" if dry_run else ""))
 
 
-_STAGED = {"wheel": "wheels", "zipapp": "zipapps", "image": "images", "sbom": "sbom"}
+_STAGED = {
+    "wheel": "wheels",
+    "zipapp": "zipapps",
+    "archive": "archives",
+    "image": "images",
+    "sbom": "sbom",
+}
 
 
 def staged_path(kind: str, name: str) -> str:
     """Where an artifact of `kind` goes in a staged release folder, relative to it:
-    `wheels/<file>`, `zipapps/<file>`, `images/<binary>`, `sbom/<binary>.cdx.json`."""
+    `wheels/<file>`, `zipapps/<file>`, `archives/<file>`, `images/<binary>`,
+    `sbom/<binary>.cdx.json`."""
     suffix = ".cdx.json" if kind == "sbom" else ""
     return f"{_STAGED[kind]}/{name}{suffix}"
 

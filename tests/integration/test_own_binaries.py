@@ -194,3 +194,39 @@ def test_mesh_agent_ships_its_variants_within_its_size_budget(snapshot: Snapshot
         assert sorted(m.platform for m in sizes) == ["linux/amd64", "linux/arm64/v8"]
         for m in sizes:
             assert budget.min <= m.size <= budget.max, (variant, m)
+
+
+def test_meshctl_ships_for_istioctl_s_six_platforms(snapshot: Snapshot) -> None:
+    """meshctl (pure Python) is one zipapp for linux, darwin and windows on amd64 and
+    arm64, staged as six release archives; its image stays on the two Linux platforms."""
+    import tarfile
+    import zipfile
+
+    assert snapshot.run.returncode == 0, snapshot.run.stderr[-3000:]
+    folder = snapshot.root / "dist/release" / snapshot.version
+    info = json.loads((folder / "release.json").read_text())
+    mine = [a for a in info["artifacts"] if a.get("binary") == "meshctl"]
+    zipapps = [a for a in mine if a["kind"] == "zipapp"]
+    assert [(Path(a["path"]).name, a["platform"]) for a in zipapps] == [
+        (f"meshctl-{snapshot.version}.pyz", "any")
+    ]
+    archives = {a["platform"]: Path(a["path"]).name for a in mine if a["kind"] == "archive"}
+    v = snapshot.version
+    assert archives == {
+        "linux/amd64": f"meshctl-{v}-linux-amd64.tar.gz",
+        "linux/arm64": f"meshctl-{v}-linux-arm64.tar.gz",
+        "darwin/amd64": f"meshctl-{v}-darwin-amd64.tar.gz",
+        "darwin/arm64": f"meshctl-{v}-darwin-arm64.tar.gz",
+        "windows/amd64": f"meshctl-{v}-windows-amd64.zip",
+        "windows/arm64": f"meshctl-{v}-windows-arm64.zip",
+    }
+    with zipfile.ZipFile(folder / "archives" / archives["windows/arm64"]) as archive:
+        names = sorted(n.partition("/")[2] for n in archive.namelist() if not n.endswith("/"))
+        launcher = archive.read(f"meshctl-{v}-windows-arm64/meshctl.cmd")
+    assert names == ["README.txt", "meshctl.cmd", "meshctl.pyz"]
+    assert b'meshctl.pyz" %*' in launcher and launcher.endswith(b"\r\n")
+    with tarfile.open(folder / "archives" / archives["darwin/arm64"]) as archive:
+        program = archive.getmember(f"meshctl-{v}-darwin-arm64/meshctl")
+    assert program.mode == 0o755
+    (image,) = [a for a in mine if a["kind"] == "image"]
+    assert sorted(image["platform"]) == ["linux/amd64", "linux/arm64/v8"]

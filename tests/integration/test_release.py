@@ -112,6 +112,32 @@ def test_release_publishes_everything_and_verifies(
         "mesh-agent-1.0.0-linux_arm64.pyz",
         "meshctl-1.0.0.pyz",
     ]
+    # A release archive per platform: the universal meshctl zipapp in both, each
+    # mesh-agent one in its own; each listed with its digest and in SHA256SUMS.
+    archives = {Path(a["path"]).name: a for a in staged["artifacts"] if a["kind"] == "archive"}
+    assert sorted(archives) == [
+        "mesh-agent-1.0.0-linux-amd64.tar.gz",
+        "mesh-agent-1.0.0-linux-arm64.tar.gz",
+        "meshctl-1.0.0-linux-amd64.tar.gz",
+        "meshctl-1.0.0-linux-arm64.tar.gz",
+    ]
+    sums = (folder / "SHA256SUMS").read_text()
+    for name, art in archives.items():
+        assert art["sha256"] == hashlib.sha256((folder / art["path"]).read_bytes()).hexdigest()
+        assert f"{art['sha256']}  archives/{name}" in sums
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    subprocess.run(
+        ["tar", "-xzf", str(folder / "archives" / "meshctl-1.0.0-linux-amd64.tar.gz")],
+        cwd=unpacked,
+        check=True,
+    )
+    top = unpacked / "meshctl-1.0.0-linux-amd64"
+    assert sorted(p.name for p in top.iterdir()) == ["README.txt", "meshctl"]
+    ran = subprocess.run(
+        [str(top / "meshctl"), "--version"], check=False, capture_output=True, text=True
+    )
+    assert ran.returncode == 0 and "1.0.0" in ran.stdout, ran.stderr
     for art in images.values():  # the image builder names arm64's variant, as docker does
         assert sorted(art["platform"]) == ["linux/amd64", "linux/arm64/v8"]
         assert [m["platform"] for m in art["manifests"]] == art["platform"]

@@ -404,7 +404,7 @@ def _push(args: argparse.Namespace) -> int:
             image = read_layout_image(folder)
             # Every image is checked before the first is pushed: all of them go, or none.
             if not args.allow_partial:
-                require_platforms(binary.name, folder, image, binary.platforms)
+                require_platforms(binary.name, folder, image, binary.image_platforms)
             ready.append((binary, variant, image))
     # Protected hubs are refused before anything is pushed, as missing platforms are.
     check_protected(

@@ -247,7 +247,7 @@ def make_plan(
     for binary in chosen:
         outputs = [o for o in binary.outputs if not selection.outputs or o in selection.outputs]
         # Zipapps are for every platform the binary names; images for its Linux ones.
-        own = {"zipapp": binary.platforms, "image": binary.image.platforms or binary.platforms}
+        own = {"zipapp": binary.platforms, "image": binary.image_platforms}
         chosen_platforms = {
             kind: tuple(p for p in names if not selection.platforms or p in selection.platforms)
             for kind, names in own.items()

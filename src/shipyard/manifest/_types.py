@@ -162,6 +162,11 @@ class Binary:
         """The module part of the entry point."""
         return self.entrypoint.partition(":")[0]
 
+    @property
+    def image_platforms(self) -> tuple[str, ...]:
+        """The platforms of the binary's image: `image.platforms`, else its own."""
+        return self.image.platforms or self.platforms
+
 
 @dataclass(frozen=True)
 class Project:

@@ -216,7 +216,9 @@ class Validate:
             assert image.metadata.image is not None
             have = [Platform.parse(text) for text in image.metadata.image.platforms]
             missing = sorted(
-                p for p in binary.platforms if not any(Platform.parse(p).matches(h) for h in have)
+                p
+                for p in binary.image_platforms
+                if not any(Platform.parse(p).matches(h) for h in have)
             )
             if missing:
                 raise BuildError(

@@ -115,7 +115,7 @@ class Preflight:
             )
             if action is None:
                 continue  # no image at all: validate says so
-            missing = [p for p in binary.platforms if p not in action.platforms]
+            missing = [p for p in binary.image_platforms if p not in action.platforms]
             if missing:
                 raise UsageError(
                     f"--platform leaves platform(s) {', '.join(missing)} out of {binary.name}'s "

@@ -20,6 +20,7 @@ from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, varia
 from shipyard.builders.wheel import build_info
 from shipyard.dist import staged_path, temp_prefix
 from shipyard.oci.remote.push import variant_tags
+from shipyard.release.archives import find_license, write_release_archive
 from shipyard.release.building import artifacts as built_artifacts
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME
@@ -131,6 +132,38 @@ def _stage_images(
     return entries
 
 
+def _stage_archives(
+    ctx: ReleaseContext, tmp: Path, zipapps: tuple[Artifact, ...]
+) -> list[dict[str, Any]]:
+    """One release archive per platform of each zipapp binary (`archives`), in
+    archives/; their release.json entries.
+
+    A per-platform zipapp goes into its platform's archive; a universal one into the
+    archive of every platform its binary's zipapp was built for.
+    """
+    license_file = find_license(ctx.manifest.root)
+    platforms = {
+        action.binaries[0]: action.platforms
+        for action in ctx.plan.actions
+        if action.kind == "zipapp" and action.binaries
+    }
+    entries: list[dict[str, Any]] = []
+    for art in zipapps:
+        for platform in platforms.get(art.binary, ()) if art.platform == ANY else (art.platform,):
+            made = write_release_archive(
+                tmp / staged_path("archive", ""),
+                zipapp=art.path,
+                binary=art.binary,
+                version=ctx.stamp.version,
+                platform=platform,
+                license_file=license_file,
+                epoch=ctx.stamp.epoch,
+            )
+            rel = made.relative_to(tmp).as_posix()
+            entries.append(_file(tmp, rel, kind="archive", binary=art.binary, platform=platform))
+    return entries
+
+
 class StageRelease:
     """Assembles dist/release/<version>/ atomically; named `stage` in the pipeline."""
 
@@ -195,6 +228,7 @@ class StageRelease:
             artifacts.append(
                 _file(tmp, rel, kind="zipapp", binary=art.binary, platform=art.platform)
             )
+        artifacts += _stage_archives(ctx, tmp, select(built, kind="zipapp"))
         for binary in ctx.image_binaries():
             artifacts += _stage_images(ctx, tmp, binary.name, select(built, kind="image"))
         for binary in ctx.plan.binaries:
