@@ -9,11 +9,9 @@ that promotion never loads the build engine.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +24,7 @@ from shipyard.cli.tasks import ns
 from shipyard.errors import UsageError
 from shipyard.manifest import Manifest, load_manifest
 from shipyard.release.promote import PromoteOptions, plan_promotion
-from tests.unit.test_invoke_tasks import cli_actions, invoke_help, shipyard_argv
+from tests.unit.test_invoke_tasks import shipyard_argv
 
 REPO = Path(__file__).resolve().parents[2]
 STAGING = "127.0.0.1:5000/staging"
@@ -338,35 +336,6 @@ def test_promotion_never_imports_the_build_engine(
     loaded = json.loads(done.stdout)
     assert module in loaded and "shipyard.release.promote" in loaded
     assert not [m for m in loaded if m.startswith(blocked)]
-
-
-def test_invoke_promote_lists_every_option_of_the_cli_command() -> None:
-    text = invoke_help("promote").partition("\nOptions:\n")[2]
-    listed = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
-    wanted = {s for a in cli_actions("promote") for s in a.option_strings if s.startswith("--")}
-    assert "--from" in wanted and "--clobber" in wanted
-    assert listed == wanted, f"missing {wanted - listed}, extra {listed - wanted}"
-    assert "--from-" not in text and "from_" not in text  # the keyword's `_` never shows
-    assert "the staging hub the release was published to" in " ".join(text.split())
-
-
-def test_every_option_of_invoke_promote_reaches_the_cli() -> None:
-    argv, expected = ["promote"], {}
-    for action in cli_actions("promote"):
-        flag = next(s for s in action.option_strings if s.startswith("--"))
-        if action.nargs == 0:
-            argv.append(flag)
-            expected[action.dest] = action.const
-        elif isinstance(action, argparse._AppendAction):
-            argv += [f"{flag}=a-{action.dest}", f"{flag}=b,c"]
-            expected[action.dest] = [f"a-{action.dest}", "b,c"]
-        else:
-            raw = f"v-{action.dest}"
-            argv.append(f"{flag}={raw}")
-            expected[action.dest] = action.type(raw) if callable(action.type) else raw
-    got = vars(parser().parse_args(shipyard_argv(argv)))
-    assert {dest: got[dest] for dest in expected} == expected
-    assert got["from_hub"] == "v-from_hub" and got["release_version"] == "v-release_version"
 
 
 @pytest.mark.parametrize(
