@@ -112,6 +112,7 @@ def test_plan_json_is_relative(manifest: Manifest) -> None:
             "source": "shared",
             "platforms": ["linux/amd64", "linux/arm64"],
             "deps": ["wheel:shared"],
+            "pythons": ["3.11"],
         },
     ]
 

@@ -148,7 +148,8 @@ def _settings(settings: ImageSettings) -> dict[str, Value]:
     """The image settings as JSON for the key: every field but where to push.
 
     Not dataclasses.asdict: the manifest's mappings are read-only proxies it cannot
-    copy, and a variant (a dataclass) becomes {base, env}, sorted by name.
+    copy, and a variant (a dataclass) becomes {base, env} (and its python when it has
+    one), sorted by name.
     """
     out: dict[str, Value] = {}
     for f in dataclasses.fields(settings):
@@ -157,7 +158,12 @@ def _settings(settings: ImageSettings) -> dict[str, Value]:
         value = getattr(settings, f.name)
         if f.name == "variants":
             out[f.name] = {
-                name: {"base": v.base, "env": dict(sorted(v.env.items()))}
+                name: {
+                    "base": v.base,
+                    "env": dict(sorted(v.env.items())),
+                    # A per-Python variant's site is resolved for its Python.
+                    **({"python": v.python} if v.python else {}),
+                }
                 for name, v in sorted(value.items())
             }
         elif isinstance(value, Mapping):

@@ -262,7 +262,9 @@ def _entries_then(
         if not isinstance(raw, dict):
             return None
         doc = ManifestDoc.model_validate(expand(raw, env, positions))
-        settings = Settings(doc.project.name, doc.project.version, doc.project.python)
+        given = doc.project.python
+        pythons = (given,) if isinstance(given, str) else tuple(given)
+        settings = Settings(doc.project.name, doc.project.version, pythons[0], pythons)
         problems: list[Problem] = []  # today's file checks: not this comparison's business
         return {
             name: _entry(

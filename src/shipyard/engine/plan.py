@@ -94,6 +94,10 @@ class Action:
     # The normalised name of the binary's own project (its pyproject.toml), when known:
     # which wheel among the deps is the binary's, and its slice of uv.lock.
     project: str = ""
+    # The target Pythons the action builds for (zipapps and images; project.python):
+    # a zipapp resolves for each, an image builds one per Python (see Image.variants).
+    # Empty: the build context's one Python.
+    pythons: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -112,6 +116,8 @@ class Action:
         }
         if self.project:
             out["project"] = self.project
+        if self.pythons:
+            out["pythons"] = list(self.pythons)
         return out
 
 
@@ -284,6 +290,7 @@ def make_plan(
                 requirements=binary.requirements,
                 project=key,
                 extras=binary.extras,
+                pythons=_pythons(manifest, binary, kind),
             )
         if "wheel" in outputs:
             wanted.update((wheel_id, *libraries))
@@ -292,6 +299,16 @@ def make_plan(
     kept = [a for a in actions.values() if a.kind != "wheel" or a.id in wanted]
     ordered = sorted(kept, key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id))
     return Plan(manifest, tuple(chosen), tuple(ordered), tuple(skips), workspace)
+
+
+def _pythons(manifest: Manifest, binary: Binary, kind: str) -> tuple[str, ...]:
+    """The target Pythons of `binary`'s `kind` action: every one for a zipapp; for an
+    image, the first (the default image's) and those of its per-Python variants."""
+    first = manifest.project.pythons[:1]
+    if kind == "zipapp":
+        return manifest.project.pythons
+    extra = (v.python for v in binary.image.variants.values() if v.python)
+    return tuple(dict.fromkeys((*first, *sorted(extra, key=manifest.project.pythons.index))))
 
 
 def _nothing_left(

@@ -18,6 +18,13 @@ __all__ = ["expand", "expand_all"]
 # scan rather than one regular expression: a value of many unclosed "${" made the
 # expression try every one of them to the end of the text (quadratic time).
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Each target Python (project.python), in image bases only: see _is_base.
+_PYTHON = "${python}"
+
+
+def _is_base(path: KeyPath) -> bool:
+    """Whether `path` is an image's base or an image variant's base."""
+    return len(path) >= 2 and path[-1] == "base" and "image" in path
 
 
 class _Expansion:
@@ -57,7 +64,7 @@ class _Expansion:
                 out.append("$")
                 i = start + 1
             else:
-                end = text.find("}", start)
+                end = self._end(text, start)
                 if end < 0:
                     # Every later "${" is unclosed too: one report says it all.
                     self._problem(start, "unclosed '${'", "write ${NAME}")
@@ -67,7 +74,28 @@ class _Expansion:
         out.append(text[i:])
         return "".join(out)
 
+    def _end(self, text: str, start: int) -> int:
+        """Where the reference at `start` ends (its "}"), or -1. In a base, a default
+        may hold `${python}` (`${BASE:-oci-layout:base/python-${python}}`): it is
+        part of the default's literal text, expanded per Python later."""
+        end = text.find("}", start)
+        if not _is_base(self.path):
+            return end
+        while end - len(_PYTHON) + 1 > start and text.endswith(_PYTHON[:-1], start, end):
+            end = text.find("}", end + 1)
+        return end
+
     def _reference(self, whole: str, offset: int) -> str:
+        if whole == _PYTHON:
+            # Not an environment variable: each target Python, expanded per image.
+            if _is_base(self.path):
+                return whole
+            self._problem(
+                offset,
+                f"{_PYTHON} is expanded only in image.base and a variant's base",
+                "write the Python version here, or use ${NAME} for an environment variable",
+            )
+            return whole
         name, colon, default = whole[2:-1].partition(":-")
         if not _NAME.match(name):
             self._problem(

@@ -12,8 +12,10 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS, parse_size
 from shipyard.oci.basespec import parse_base
@@ -22,6 +24,7 @@ __all__ = [
     "HOST_OS",
     "OUTPUT_KINDS",
     "PLATFORMS",
+    "PYTHON_PLACEHOLDER",
     "BinaryDoc",
     "DefaultsDoc",
     "ImageDoc",
@@ -132,10 +135,16 @@ def _hub(value: str) -> str:
     return value
 
 
+# `${python}` in image.base (and a variant's base) stands for each target Python; the
+# expansion of environment variables leaves it alone (see _expand.py).
+PYTHON_PLACEHOLDER = "${python}"
+
+
 def _base(value: str) -> str:
     # The one parser of image.base, which the action key and the loader use too;
     # its InvalidBase is a ValueError, so pydantic reports it as this key's problem.
-    parse_base(value)
+    # `${python}` becomes a version (all versions have the same shape) to be parsed.
+    parse_base(value.replace(PYTHON_PLACEHOLDER, "3.11"))
     return value
 
 
@@ -275,16 +284,47 @@ class BinaryDoc(_Strict):
     size: SizeDoc | None = None
 
 
+PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
+PythonVersion = Annotated[str, StringConstraints(pattern=PYTHON_PATTERN)]
+_PYTHON_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "pattern": PYTHON_PATTERN},
+        {
+            "type": "array",
+            "items": {"type": "string", "pattern": PYTHON_PATTERN},
+            "minItems": 1,
+            "uniqueItems": True,
+        },
+    ],
+    "default": "3.11",
+    "description": 'Target interpreter(s), major.minor: one ("3.11") or a list '
+    '(["3.11", "3.12"]; the first is the default image\'s)',
+    "title": "Python",
+}
+
+
 class ProjectDoc(_Strict):
-    """The repository's name, version and target Python."""
+    """The repository's name, version and target Python(s)."""
 
     name: Name
     version: Annotated[str, AfterValidator(_version)] = Field(
         "git", description="PEP 440 literal, or 'git' for git describe"
     )
-    python: Annotated[str, StringConstraints(pattern=r"^3\.[0-9]{1,2}$")] = Field(
-        "3.11", description="Target interpreter (major.minor) for zipapps and images"
+    # One version or a list; held as a list (a string is a list of one).
+    python: Annotated[list[PythonVersion], Field(min_length=1), WithJsonSchema(_PYTHON_SCHEMA)] = (
+        Field(default_factory=lambda: ["3.11"])
     )
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _one_or_list(cls, value: object) -> object:
+        # "3.11" means ["3.11"]; an unquoted 3.11 (a float) is reported as a string
+        # that should have been quoted, as for any other string key.
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list):
+            return value
+        raise PydanticCustomError("string_type", "Input should be a valid string")
 
 
 class ManifestDoc(_Strict):

@@ -101,10 +101,16 @@ class SizeBudget:
 @dataclass(frozen=True)
 class Variant:
     """An image variant: the image built again on another base, with env overrides;
-    pushed with tags suffixed `-<name>`."""
+    pushed with tags suffixed `-<name>`.
+
+    `python` is set on the variants a list of target Pythons adds (`python3.12`,
+    `debug-python3.12`): their site is resolved for that Python. None: the image's
+    (the first target Python).
+    """
 
     base: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,11 +176,31 @@ class Binary:
 
 @dataclass(frozen=True)
 class Project:
-    """The repository-wide settings."""
+    """The repository-wide settings.
+
+    `python` is the first target Python (the default image's, the one a single
+    zipapp is checked against first); `pythons` every target Python in manifest
+    order, `python` first (filled in from `python` when not given). `python` may
+    be given as the list itself (as the manifest's model holds it): it is split so.
+    """
 
     name: str
     version: str
     python: str
+    pythons: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        given: Any = self.python
+        if not isinstance(given, str):
+            # The list the manifest's model holds (project.python as written): its
+            # first is `python`, all of it `pythons`.
+            versions = tuple(str(v) for v in given)
+            object.__setattr__(self, "python", versions[0])
+            object.__setattr__(self, "pythons", versions)
+        elif not self.pythons:
+            object.__setattr__(self, "pythons", (self.python,))
+        elif not isinstance(self.pythons, tuple):
+            object.__setattr__(self, "pythons", tuple(self.pythons))
 
 
 @dataclass(frozen=True)
@@ -217,7 +243,7 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
     return {
         "path": str(manifest.path),
         "root": str(manifest.root),
-        "project": vars(manifest.project),
+        "project": {**vars(manifest.project), "pythons": list(manifest.project.pythons)},
         "groups": {k: list(v) for k, v in manifest.groups.items()},
         "binaries": {
             name: {
@@ -239,7 +265,8 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
                     "labels": dict(b.image.labels),
                     "platforms": list(b.image.platforms),
                     "variants": {
-                        n: {"base": v.base, "env": dict(v.env)} for n, v in b.image.variants.items()
+                        n: {"base": v.base, "env": dict(v.env), "python": v.python}
+                        for n, v in b.image.variants.items()
                     },
                     "protected": list(b.image.protected),
                     "movable_tags": list(b.image.movable_tags),
@@ -279,7 +306,9 @@ def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
                 platforms=tuple(image["platforms"]),
                 variants=types.MappingProxyType(
                     {
-                        n: Variant(v["base"], types.MappingProxyType(dict(v["env"])))
+                        n: Variant(
+                            v["base"], types.MappingProxyType(dict(v["env"])), v.get("python")
+                        )
                         for n, v in image["variants"].items()
                     }
                 ),

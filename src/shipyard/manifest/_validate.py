@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,14 @@ from pydantic import BaseModel, ValidationError
 
 from shipyard.errors import Location, ManifestError, Problem
 from shipyard.manifest._expand import expand_all
-from shipyard.manifest._model import BinaryDoc, ImageDoc, ManifestDoc, SizeDoc, ZipappDoc
+from shipyard.manifest._model import (
+    PYTHON_PLACEHOLDER,
+    BinaryDoc,
+    ImageDoc,
+    ManifestDoc,
+    SizeDoc,
+    ZipappDoc,
+)
 from shipyard.manifest._references import (
     Folders,
     Resolved,
@@ -132,6 +141,15 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
     if kind == "value_error":
         reason = str(error.get("ctx", {}).get("error", error["msg"]))
         return Problem(node.value, dotted(loc), f"{shown(value)} is not allowed", reason)
+    if kind == "string_pattern_mismatch" and _is_python(loc):
+        if len(loc) == 3 and not positions.has(loc):
+            loc = loc[:2]  # written as one string, held as a list of one
+        return Problem(
+            node.value,
+            dotted(loc),
+            f"{shown(value)} is not a valid Python version",
+            _python_hint(value),
+        )
     if kind == "string_pattern_mismatch":
         return Problem(
             node.value,
@@ -181,10 +199,29 @@ def _problems(errors: list[Any], positions: Positions) -> tuple[list[Problem], i
     return kept, len(errors) - len(problems)
 
 
+def _is_python(loc: KeyPath) -> bool:
+    """Whether `loc` is project.python or one of its list items."""
+    return loc[:2] == ("project", "python")
+
+
+_PATCH = re.compile(r"(?:python|py|cp)?-?(3)\.([0-9]{1,2})(?:\.[0-9]+)?")
+
+
+def _python_hint(value: object) -> str:
+    """How to write a target Python: major.minor in quotes, one or a list."""
+    found = _PATCH.fullmatch(value.strip()) if isinstance(value, str) else None
+    example = f"{found[1]}.{found[2]}" if found else "3.12"
+    return (
+        f'write major.minor in quotes, e.g. "{example}", or a list such as ["3.11", "{example}"]'
+        if example != "3.11"
+        else 'write major.minor in quotes, e.g. "3.11", or a list such as ["3.11", "3.12"]'
+    )
+
+
 def _what(loc: KeyPath) -> str:
     if "entrypoint" in loc:
         return "entry point"
-    if loc and loc[-1] == "python":
+    if _is_python(loc):
         return "Python version"
     if "env" in loc:
         return "environment variable name"
@@ -198,7 +235,7 @@ def _what(loc: KeyPath) -> str:
 def _pattern_hint(loc: KeyPath) -> str:
     if "entrypoint" in loc:
         return "write module.path:function, e.g. meshctl.cli:main"
-    if loc and loc[-1] == "python":
+    if _is_python(loc):
         return 'write major.minor in quotes, e.g. "3.11"'
     if "env" in loc:
         return "letters, digits and _, not starting with a digit"
@@ -235,6 +272,44 @@ def _merge_image(
         ),
         protected=tuple(merged.get("protected", ())),
         movable_tags=tuple(merged.get("movable_tags", Image.movable_tags)),
+    )
+
+
+def _per_python(
+    image: Image, pythons: Sequence[str], on_clash: typing.Callable[[str], None]
+) -> Image:
+    """`image` with `${python}` in its bases expanded: the image and its declared
+    variants for the first Python, and, when `image.base` uses `${python}`, one more
+    variant per other Python (`python3.12`, and `debug-python3.12` for each declared
+    variant whose base uses it too), resolved for that Python. A Dockerfile image is
+    left for its Dockerfile to decide. `on_clash` is told of a declared variant whose
+    name an added one takes."""
+
+    def at(text: str | None, version: str) -> str | None:
+        return text.replace(PYTHON_PLACEHOLDER, version) if text else text
+
+    first = pythons[0]
+    variants = {
+        n: dataclasses.replace(v, base=at(v.base, first)) for n, v in image.variants.items()
+    }
+    added: dict[str, Variant] = {}
+    if image.base and PYTHON_PLACEHOLDER in image.base and not image.dockerfile:
+        for version in pythons[1:]:
+            added[f"python{version}"] = Variant(
+                at(image.base, version), types.MappingProxyType({}), version
+            )
+            for name, declared in image.variants.items():
+                base = declared.base or image.base
+                if PYTHON_PLACEHOLDER in base:
+                    added[f"{name}-python{version}"] = Variant(
+                        at(base, version), declared.env, version
+                    )
+    for name in sorted(set(added) & set(variants)):
+        on_clash(name)
+    return dataclasses.replace(
+        image,
+        base=at(image.base, first),
+        variants=types.MappingProxyType({**variants, **added}),
     )
 
 
@@ -294,6 +369,23 @@ def _check_binary(binary: Binary, positions: Positions, problems: list[Problem])
                 f"set image.platforms to the Linux ones, e.g. [{example}]",
             )
         )
+    declared = [n for n, v in binary.image.variants.items() if v.python is None]
+    if "image" in binary.outputs and binary.image.dockerfile and declared:
+        mine = positions.has((*at, "image", "variants"))
+        problems.append(
+            Problem(
+                where((*at, "image", "variants"), ("defaults", "image", "variants")),
+                dotted((*at, "image", "variants")),
+                f"{binary.name}'s image is built from a Dockerfile (image.dockerfile), which "
+                f"cannot take variants ({', '.join(sorted(declared))}): only the daemonless "
+                "builder builds them",
+                "remove image.variants (or image.dockerfile), or build each variant from its "
+                "own Dockerfile as another binary"
+                if mine
+                else "defaults.image.variants apply to every binary: move them to the "
+                "binaries whose images are built without a Dockerfile",
+            )
+        )
     unknown = [h for h in binary.image.protected if h not in binary.image.hubs]
     if unknown:
         problems.append(
@@ -324,6 +416,24 @@ def _check_binary(binary: Binary, positions: Positions, problems: list[Problem])
                     "make min at most max",
                 )
             )
+
+
+def _check_pythons(pythons: Sequence[str], positions: Positions, problems: list[Problem]) -> None:
+    """A target Python listed twice is a mistake (its archives and images would collide)."""
+    seen: set[str] = set()
+    for index, version in enumerate(pythons):
+        if version in seen:
+            key: KeyPath = ("project", "python", index)
+            node = positions.node(key if positions.has(key) else ("project", "python"))
+            problems.append(
+                Problem(
+                    node.value,
+                    dotted(key),
+                    f"Python {version} is listed twice",
+                    "list each target Python once",
+                )
+            )
+        seen.add(version)
 
 
 def _repository_root(manifest_dir: Path) -> Path:
@@ -361,6 +471,24 @@ def _binary(
     else:
         folder, lock = resolved
     platforms = tuple(dict.fromkeys(doc.platforms or d.platforms or _DEFAULT_PLATFORMS))
+    pythons = tuple(dict.fromkeys(defaults.project.python))
+
+    def clash(variant: str) -> None:
+        key: KeyPath = ("binaries", name, "image", "variants", variant)
+        if not positions.has(key):
+            key = ("defaults", "image", "variants", variant)
+        problems.append(
+            Problem(
+                positions.node(key).key
+                if positions.has(key)
+                else positions.node(("binaries", name)).key,
+                dotted(("binaries", name, "image", "variants", variant)),
+                f"variant {shown(variant)} is the name of the image for another target "
+                "Python (project.python lists several and image.base uses ${python})",
+                "rename the variant",
+            )
+        )
+
     binary = Binary(
         name=name,
         source=base / doc.source if folder is None else folder,
@@ -368,7 +496,7 @@ def _binary(
         outputs=tuple(dict.fromkeys(doc.outputs or d.outputs or _DEFAULT_OUTPUTS)),
         platforms=platforms,
         host=tuple(doc.host or d.host or _DEFAULT_HOSTS),
-        image=_merge_image(d.image, doc.image, platforms),
+        image=_per_python(_merge_image(d.image, doc.image, platforms), pythons, clash),
         smoke=tuple(doc.smoke if doc.smoke is not None else d.smoke or ()),
         zipapp=_merge_zipapp(d.zipapp, doc.zipapp),
         requirements=lock,
@@ -376,6 +504,18 @@ def _binary(
         size=types.MappingProxyType(_merge_size(d.size, doc.size)),
     )
     _check_binary(binary, positions, problems)
+    if "zipapp" in binary.outputs and binary.zipapp.compile and len(pythons) > 1:
+        at = ("binaries", name, "zipapp", "compile")
+        key = at if positions.has(at) else ("defaults", "zipapp", "compile")
+        problems.append(
+            Problem(
+                positions.node(key).value if positions.has(key) else positions.node(at[:2]).key,
+                dotted(at),
+                f"zipapp.compile ships bytecode for one Python, but project.python lists "
+                f"{', '.join(pythons)}",
+                "set compile: false (Python compiles on first import), or list one Python",
+            )
+        )
     return binary
 
 
@@ -456,6 +596,7 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
             else {}
         )
         raise ManifestError(_in_order(path, problems, anchors, unread))
+    _check_pythons(doc.project.python, positions, problems)
     binaries = {
         name: _binary(
             name,
@@ -471,7 +612,8 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
     }
     if problems:  # those that hold across keys, found once the defaults are merged in
         raise ManifestError(_in_order(path, problems, {}, 0))
-    project = Project(doc.project.name, doc.project.version, doc.project.python)
+    pythons = tuple(doc.project.python)
+    project = Project(doc.project.name, doc.project.version, pythons[0], pythons)
     return Manifest(
         path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)
     )

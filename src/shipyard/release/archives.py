@@ -75,12 +75,14 @@ def _split(platform: str) -> tuple[str, str]:
     return os_name, arch.replace("/", "-")
 
 
-def archive_name(binary: str, version: str, platform: str) -> str:
+def archive_name(binary: str, version: str, platform: str, python: str | None = None) -> str:
     """`<binary>-<version>-<os>-<arch>.tar.gz`, or `.zip` for Windows
-    (`linux/arm/v7` gives `linux-arm-v7`)."""
+    (`linux/arm/v7` gives `linux-arm-v7`); with `python` (a zipapp built for one of
+    several target Pythons) `<binary>-<version>-py<python>-<os>-<arch>...`."""
     os_name, arch = _split(platform)
     suffix = ".zip" if os_name == "windows" else ".tar.gz"
-    return f"{binary}-{version}-{os_name}-{arch}{suffix}"
+    middle = f"py{python}-" if python else ""
+    return f"{binary}-{version}-{middle}{os_name}-{arch}{suffix}"
 
 
 def _stem(name: str) -> str:
@@ -230,7 +232,10 @@ def write_release_archive(
     (written under a temporary name, then renamed). ShipyardError when the zipapp is
     not `binary`'s for `platform` (a universal zipapp is for each of its platforms).
     """
-    name = archive_name(binary, version, platform)
+    # A zipapp built for one of several Pythons says which (build.json's
+    # archive_python); its archives are named for it, so the Pythons' do not collide.
+    python = _build_info(zipapp).get("archive_python")
+    name = archive_name(binary, version, platform, str(python) if python else None)
     files = members(zipapp, binary, version, platform, license_file)
     top = _stem(name)
     data = _zip(top, files, epoch) if name.endswith(".zip") else _tar_gz(top, files, epoch)

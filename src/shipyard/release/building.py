@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -85,6 +86,25 @@ def _runs_here(artifact: Artifact) -> bool:
         return True
     arch = _ARCH.get(platform.machine(), platform.machine())
     return Platform.parse(artifact.platform).architecture == arch
+
+
+def _interpreter(zipapp: Path) -> str | None:
+    """The interpreter that runs `zipapp` here: this one, unless the zipapp was built
+    for one of several Pythons that is not this one (build.json's `archive_python`);
+    then `python3.X` on PATH, or None when there is none."""
+    import json
+
+    from shipyard.builders.zipapp._boot import BUILD_INFO
+
+    try:
+        with zipfile.ZipFile(zipapp) as archive:
+            info = json.loads(archive.read(BUILD_INFO))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return sys.executable  # not ours to judge: the smoke run says what is wrong
+    wanted = info.get("archive_python") if isinstance(info, dict) else None
+    if not wanted or wanted == f"{sys.version_info.major}.{sys.version_info.minor}":
+        return sys.executable
+    return shutil.which(f"python{wanted}")
 
 
 def _host_platform() -> str:
@@ -192,7 +212,14 @@ class Validate:
             smoke = ctx.binary(name).smoke
             if not smoke or not _runs_here(artifact):
                 continue
-            command = [sys.executable, str(artifact.path), *smoke]
+            python = _interpreter(artifact.path)
+            if python is None:
+                ctx.on_step(
+                    f"smoke {artifact.path.name} skipped: built for another Python, and "
+                    "no interpreter for it is on PATH"
+                )
+                continue
+            command = [python, str(artifact.path), *smoke]
             try:
                 done = subprocess.run(
                     command, capture_output=True, text=True, timeout=120, check=False

@@ -359,12 +359,17 @@ class ImageBuilder:
             requirements = requirements_for(action, ctx, Path(tmp))
             wheels = [own.path, *(w.path for w in libraries)]
 
-            def site(platform: str) -> Resolution:
-                dest = Path(tmp) / platform.replace("/", "_")
+            # One site per target Python the flavours need ("" is the image's own).
+            pythons = list(dict.fromkeys(f.python for f in plan.flavours))
+
+            def site(part: tuple[str, str]) -> Resolution:
+                python, platform = part
+                folder = platform.replace("/", "_")
+                dest = Path(tmp) / (f"py{python}" if python else "") / folder
                 return self.resolver(
                     wheels,
                     platform,
-                    ctx.python,
+                    python or ctx.python,
                     dest,
                     env=env,
                     log=log,
@@ -372,13 +377,26 @@ class ImageBuilder:
                     extras=action.extras,
                 )
 
-            found = map_parts(ctx, site, action.platforms)
-            for resolution in found:  # before any layer is written
+            parts = [(py, p) for py in pythons for p in action.platforms]
+            resolved = map_parts(ctx, site, parts)
+            for resolution in resolved:  # before any layer is written
                 check_entrypoint(action.entrypoint, binary, resolution.site)
-            sites = {p: r.site for p, r in zip(action.platforms, found, strict=True)}
-            layers = _layers(action, ctx, sites, roles, store, self.level)
+            width = len(action.platforms)
+            by_python = {py: resolved[i * width : (i + 1) * width] for i, py in enumerate(pythons)}
+            layers_of = {
+                py: _layers(
+                    action,
+                    ctx,
+                    {p: r.site for p, r in zip(action.platforms, rs, strict=True)},
+                    roles,
+                    store,
+                    self.level,
+                )
+                for py, rs in by_python.items()
+            }
             by_flavour = [
-                _images(action, ctx, loaded[f.base], layers, roles, f) for f in plan.flavours
+                _images(action, ctx, loaded[f.base], layers_of[f.python], roles, f)
+                for f in plan.flavours
             ]
             raw_kept = key.inputs.get(KEPT)
             kept = [str(k) for k in raw_kept] if isinstance(raw_kept, list) else []
@@ -395,12 +413,16 @@ class ImageBuilder:
                 with log.open("a", encoding="utf-8") as out:
                     names = ", ".join(str(i.platform) for i in others)
                     out.write(f"kept {names} of the image in dist/ (built from the same inputs)\n")
-            installed = tuple(
-                Installed(
-                    r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions)
+            installed_of = {
+                py: tuple(
+                    Installed(
+                        r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions)
+                    )
+                    for r in rs
                 )
-                for r in found
-            )
+                for py, rs in by_python.items()
+            }
+            installed = installed_of[""]
             variants = {
                 name: (
                     dict(zip(action.platforms, by_flavour[i], strict=True)),
@@ -418,6 +440,11 @@ class ImageBuilder:
                 kept=others,
                 notes={BUILD_NOTE: identity},
                 variants=variants,
+                variant_installed={
+                    name: installed_of[plan.flavours[i].python]
+                    for name, i in plan.chosen
+                    if plan.flavours[i].python
+                },
             )
 
 
@@ -576,6 +603,7 @@ def write_images(
     kept: Sequence[Image] = (),
     notes: Mapping[str, str] | None = None,
     variants: Mapping[str, VariantImages] | None = None,
+    variant_installed: Mapping[str, tuple[Installed, ...]] | None = None,
 ) -> tuple[Artifact, ...]:
     """Write the index of `images` as dist/images/<binary>/ and one tarball per platform.
 
@@ -591,8 +619,10 @@ def write_images(
     variant that is the default gets the default's index and no tarballs of its
     own. The folder with every variant is built aside and renamed into place at
     once (the kept images' blobs are read from the folder it replaces). The
-    default's artifacts come first.
+    default's artifacts come first. A variant resolved for another Python has its
+    own `variant_installed` (by name); the others share `installed`.
     """
+    mine_of = dict(variant_installed or {})
     layout = image_layout(ctx.dist, binary)
     layout.parent.mkdir(parents=True, exist_ok=True)
     aside = Path(tempfile.mkdtemp(prefix=f"{temp_prefix()}{binary}.", dir=layout.parent))
@@ -612,7 +642,9 @@ def write_images(
     jobs: list[tuple[str, str]] = []  # (variant, platform) of each tarball
     for name, (their, _, same) in sorted(every.items()):
         top, index = tops[name]
-        outputs += _layout_artifacts(binary, variant_layout(layout, name), top, index, installed)
+        outputs += _layout_artifacts(
+            binary, variant_layout(layout, name), top, index, mine_of.get(name, installed)
+        )
         jobs += [] if same else [(name, platform) for platform in their]
 
     def archive(job: tuple[str, str]) -> Artifact:
@@ -620,7 +652,8 @@ def write_images(
         tarball = image_archive(ctx.dist, binary, ctx.stamp.version + _suffix(name), platform)
         tags = archive_tags(binary, ctx.stamp.tag + _suffix(name), platform)
         sha256 = write_docker_archive(tarball, every[name][0][platform], tags, ctx.stamp.epoch)
-        mine = tuple(i for i in installed or () if i.platform == platform)
+        theirs = mine_of.get(name, installed)
+        mine = tuple(i for i in theirs or () if i.platform == platform)
         return Artifact(
             "image-archive",
             binary,
@@ -628,7 +661,7 @@ def write_images(
             tarball,
             sha256,
             tarball.stat().st_size,
-            Metadata(installed=mine if installed is not None else None),
+            Metadata(installed=mine if theirs is not None else None),
         )
 
     outputs.extend(map_parts(ctx, archive, jobs))

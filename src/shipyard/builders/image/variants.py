@@ -8,6 +8,12 @@ base and env equal the default's collapses into the default build: its layout
 holds the very same index (same digest) and only its suffixed tags differ.
 Variants equal to each other are built once, too.
 
+With several target Pythons (project.python a list) and `${python}` in image.base,
+the manifest adds a variant per other Python (`python3.12`, and `debug-python3.12`
+for a declared `debug` whose base uses `${python}`): the same machinery builds,
+names, tags (`1.4.0-python3.12`) and pushes them, with the site resolved for that
+Python (its own dependency, library and app layers).
+
 Every variant has a layout of its own in `variants/<name>/` inside the default
 layout's folder (dist/images/<binary>/variants/debug/): a binary's images stay
 under the one folder the cache restores and the stage copies for it, and no
@@ -50,6 +56,8 @@ class Flavour:
 
     base: str
     env: tuple[tuple[str, str], ...]
+    # The target Python its site is resolved for; "" the image's (the first).
+    python: str = ""
 
     @property
     def env_map(self) -> dict[str, str]:
@@ -83,7 +91,9 @@ def plan_variants(settings: ImageSettings) -> VariantPlan:
     """The flavours of `settings`: the default, then each variant that differs from
     every flavour before it (same base text and same effective env: the same image).
 
-    A variant without a base takes the image's; its env is merged over the image's.
+    A variant without a base takes the image's; its env is merged over the image's. A
+    per-Python variant (`python3.12`, made by the manifest from a list of target
+    Pythons) is its own flavour: its site is resolved for its Python.
     ShipyardError when the image has no base (set image.base).
     """
     if not settings.base:
@@ -94,10 +104,12 @@ def plan_variants(settings: ImageSettings) -> VariantPlan:
     for name in sorted(settings.variants):
         variant = settings.variants[name]
         env = {**settings.env, **variant.env}
-        flavour = Flavour(variant.base or settings.base, tuple(env.items()))
+        flavour = Flavour(variant.base or settings.base, tuple(env.items()), variant.python or "")
         for i, known in enumerate(flavours):
             # Env order does not change an image's meaning: compare as mappings.
-            if known.base == flavour.base and known.env_map == flavour.env_map:
+            if (known.base, known.python) == (flavour.base, flavour.python) and (
+                known.env_map == flavour.env_map
+            ):
                 chosen.append((name, i))
                 break
         else:

@@ -205,13 +205,24 @@ class UnwritableCache(BootError):
 def check_target(
     info: Mapping[str, Any], version: tuple[int, int], system: str, machine: str
 ) -> None:
-    """Refuse a Python or a platform the archive was not built for, naming the fix."""
-    want = str(info["python"])
+    """Refuse a Python or a platform the archive was not built for, naming the fix.
+
+    `pythons` (several target Pythons) lists every Python the archive runs on, else
+    `python` is the one; `built_pythons` is every Python its build made archives for,
+    so a Python with an archive of its own is pointed to it.
+    """
+    want = [str(v) for v in info.get("pythons") or (info["python"],)]
     have = f"{version[0]}.{version[1]}"
-    if have != want:
+    named = info.get("archive_python")
+    stem = f"{info['binary']}-{info['version']}" + (f"-py{named}" if named else "")
+    if have not in want:
+        run = " or ".join(f"python{v}" for v in want)
+        other = ""
+        if have in [str(v) for v in info.get("built_pythons") or ()]:
+            other = f", or use {info['binary']}-{info['version']}-py{have}*.pyz, built for it"
         raise BootError(
-            f"built for Python {want}, but this is Python {have} ({sys.executable}); "
-            f"run it with python{want}"
+            f"built for Python {', '.join(want)}, but this is Python {have} "
+            f"({sys.executable}); run it with {run}{other}"
         )
     platforms = [str(p) for p in info["platforms"]]
     machines = [p.partition("/")[2] for p in platforms if p.partition("/")[0] == system]
@@ -222,7 +233,7 @@ def check_target(
     here = next((a for a, names in MACHINES.items() if machine in names), machine)
     raise BootError(
         f"built for {', '.join(platforms)}, but this machine is {system}/{here}; "
-        f"use {info['binary']}-{info['version']}-{system}_{here.replace('/', '_')}.pyz"
+        f"use {stem}-{system}_{here.replace('/', '_')}.pyz"
     )
 
 

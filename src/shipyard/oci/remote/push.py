@@ -14,7 +14,9 @@ platform behind those tags.
 An image variant (`image.variants`) is pushed to the same repository with the
 binary's tags suffixed `-<variant>` (`variant_tags`): `1.4.0-debug`,
 `latest-distroless`. A variant equal to the default has the default's digest,
-so pushing it uploads nothing and only its tags move.
+so pushing it uploads nothing and only its tags move. The image of each target
+Python but the first (project.python a list, `${python}` in image.base) is such a
+variant, named `python3.12`: its tags are `1.4.0-python3.12`, `latest-python3.12`.
 """
 
 from __future__ import annotations
