@@ -2,7 +2,8 @@
 
 A password per registry, an identity token, a decoy and unrelated secrets
 (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, an index password) are planted in the
-environment and in a DOCKER_CONFIG config.json, all random hex, beside a
+environment and in a DOCKER_CONFIG config.json, all random hex, and a release
+signing key as PEM text in SHIPYARD_SIGNING_KEY, beside a
 basic-auth and a token-auth registry and a package index on loopback. The
 scanner searches bytes for every secret in plain text and in base64 at every
 alignment, inside gzip layers, tarballs and zip archives too.
@@ -27,6 +28,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from shipyard.oci.remote.auth import env_variable_names
 from tests.integration.pypi import package_index
@@ -53,13 +57,25 @@ NAMES = (
 )
 
 
+def _signing_pem() -> str:
+    """A new ECDSA P-256 private key, PEM: the release signing key planted as
+    SHIPYARD_SIGNING_KEY (the variable's PEM-text form, the one most easily leaked)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
 @dataclass(frozen=True)
 class Secrets:
-    """One random hex value per name, and every form a leak of it could take."""
+    """One random hex value per name, the signing key, and every form a leak could take."""
 
     values: Mapping[str, str] = field(
         default_factory=lambda: {n: f"{n}-{secrets.token_hex(20)}" for n in NAMES}
     )
+    signing_pem: str = field(default_factory=_signing_pem)
 
     def __getitem__(self, name: str) -> str:
         return self.values[name]
@@ -80,6 +96,15 @@ class Secrets:
                     # Drop what the padding bytes and the tail's grouping change.
                     cut = encoded[(pad * 4 + 2) // 3 + 1 : -4]
                     found[cut] = f"{name} ({kind}, offset {pad})"
+        # The signing key: any of its PEM lines (each 48 bytes of the DER) or its scalar.
+        for number, line in enumerate(self.signing_pem.splitlines()):
+            if not line.startswith("-----"):
+                found[line.encode()] = f"signing key (PEM line {number})"
+        key = serialization.load_pem_private_key(self.signing_pem.encode(), password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        scalar = key.private_numbers().private_value
+        found[f"{scalar:064x}".encode()] = "signing key (scalar, hex)"
+        found[scalar.to_bytes(32, "big")] = "signing key (scalar)"
         return found
 
 
@@ -229,6 +254,7 @@ def planted_world(folder: Path, base_layout: Path) -> Iterator[World]:
             "SHIPYARD_INDEX_URL": index,
             "SHIPYARD_INDEX_USER": "uploader",
             "SHIPYARD_INDEX_PASSWORD": planted["index"],
+            "SHIPYARD_SIGNING_KEY": planted.signing_pem,
         }
         yield World(basic, token, repo, folder / "cache", folder, planted, env)
 

@@ -2,7 +2,8 @@
 
 A password per registry, an identity token, a decoy and unrelated secrets
 (AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, an index password) are planted in the
-environment and in a DOCKER_CONFIG config.json, all random hex. shipyard then
+environment and in a DOCKER_CONFIG config.json, all random hex, and a release
+signing key (PEM text in SHIPYARD_SIGNING_KEY). shipyard then
 builds a zipapp and an image, pushes to a basic-auth and a token-auth registry
 on loopback, fails to push with a wrong password and with an identity token
 the token server refuses, and releases. Every byte it wrote or printed is
@@ -28,6 +29,7 @@ from shipyard._http.retry import RetryPolicy
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.remote.auth import Credentials, env_variable_names, find_credentials, redact
 from shipyard.oci.remote.registry import Registry
+from shipyard.release.signing import KEY_ENV, PASSWORD_ENV, load_signing_key
 from tests.integration._secrets import (
     NAMES,
     RUN,
@@ -119,6 +121,16 @@ def _library_errors(world: World) -> list[tuple[str, BaseException | None]]:
             world.token.host, environ=_leaky_helper(world)
         ),
         "credentials as a URL password in the config key": lambda: _rejected_with_key(world),
+        # The signing key in SHIPYARD_SIGNING_KEY, damaged or with a needless password.
+        "signing key PEM with a damaged line": lambda: load_signing_key(
+            None, environ={KEY_ENV: s.signing_pem.replace("\n", "\n!", 2)}
+        ),
+        "signing key PEM with a password it does not need": lambda: load_signing_key(
+            None, environ={KEY_ENV: s.signing_pem, PASSWORD_ENV: "pw"}
+        ),
+        "signing key PEM pasted without its header": lambda: load_signing_key(
+            None, environ={KEY_ENV: "".join(s.signing_pem.splitlines()[1:-1])}
+        ),
     }
     results: list[tuple[str, BaseException | None]] = []
     for name, call in calls.items():
@@ -241,7 +253,8 @@ def test_no_secret_reaches_output_dist_cache_or_errors(world: World) -> None:
         cases=len(runs) + len(errors),
         injected=f"{len(NAMES)} random secrets (registry passwords from the environment and "
         "from config.json, an identity token, a decoy, AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, an "
-        f"index password); {len(runs)} CLI runs (build, push, 3 failing pushes, release, "
+        "index password) and a signing key (PEM in SHIPYARD_SIGNING_KEY); "
+        f"{len(runs)} CLI runs (build, push, 3 failing pushes, release, "
         f"snapshot release) and {len(errors)} failing library calls",
         result=f"{len(scanner.leaks)} leaks in {scanner.scanned} distinct texts and files "
         f"({scanner.bytes_scanned >> 20} MiB, gzip layers, tarballs and zips opened): "

@@ -142,9 +142,10 @@ def parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
-    from shipyard.cli import _promote  # its own module: argparse only until it runs
+    from shipyard.cli import _promote, _sign  # their own modules: argparse only until run
 
     _promote.add_parser(sub, _common())
+    _sign.add_parsers(sub, _common())
     return top
 
 
@@ -498,6 +499,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from shipyard.cli import _promote
 
         return _promote.run(args, _manifest(args))
+    if args.command in ("keygen", "verify"):
+        from shipyard.cli import _sign
+
+        return _sign.run_keygen(args) if args.command == "keygen" else _sign.run_verify(args)
     if args.command == "clean":
         root = _manifest(args).root
         shutil.rmtree(root / "dist", ignore_errors=True)

@@ -12,6 +12,7 @@ OCI types only. Parameters (`; charset=...`) are ignored by every predicate.
 from __future__ import annotations
 
 __all__ = [
+    "COSIGN_SIMPLE_SIGNING",
     "DOCKER_CONFIG",
     "DOCKER_FOREIGN_LAYER",
     "DOCKER_LAYER",
@@ -19,6 +20,8 @@ __all__ = [
     "DOCKER_MANIFEST",
     "DOCKER_MANIFEST_V1",
     "DOCKER_MANIFEST_V1_SIGNED",
+    "DSSE_ENVELOPE",
+    "IN_TOTO",
     "MANIFEST_TYPES",
     "OCI_CONFIG",
     "OCI_EMPTY",
@@ -67,6 +70,12 @@ DOCKER_MANIFEST_V1_SIGNED = "application/vnd.docker.distribution.manifest.v1+pre
 OCTET_STREAM = "application/octet-stream"
 # shipyard's own: the config of a remote-cache entry (an OCI artifact).
 SHIPYARD_ACTION = "application/vnd.shipyard.action.v1+json"
+# Supply chain, as cosign attaches them to an image (sha256-<hex>.sig / .att): the
+# simple-signing payload a signature covers, a DSSE envelope, and the in-toto
+# Statement inside one (the envelope's payloadType).
+COSIGN_SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
+DSSE_ENVELOPE = "application/vnd.dsse.envelope.v1+json"
+IN_TOTO = "application/vnd.in-toto+json"
 
 # What a client asks a registry's /manifests/ endpoint for (its Accept header).
 MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST)

@@ -1,0 +1,522 @@
+"""Signing keys, signed blobs, cosign payloads, DSSE and provenance, and `shipyard verify`
+on a release folder.
+
+The image half (`.sig`/`.att` pushed to a registry, checked by openssl and a DSSE
+library) runs against the real registry in tests/integration/test_signing.py. Here
+a DSSE library from the index (securesystemslib) checks the envelopes too.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from securesystemslib.dsse import Envelope
+from securesystemslib.exceptions import VerificationError
+from securesystemslib.signer._key import SSlibKey
+
+from shipyard.cli import main
+from shipyard.errors import UsageError
+from shipyard.release.provenance import (
+    BUILD_TYPE,
+    PROVENANCE_FILE,
+    SLSA_PREDICATE,
+    dsse_pae,
+    expected_subjects,
+    provenance_statement,
+    sign_envelope,
+    verify_envelope,
+    verify_release,
+    write_provenance,
+)
+from shipyard.release.signing import (
+    KEY_ENV,
+    PASSWORD_ENV,
+    SUMS_SIG,
+    SigningKey,
+    VerifyError,
+    _payload_problem,
+    attached_tag,
+    generate_keypair,
+    load_public_key,
+    load_signing_key,
+    sign_blob,
+    sign_sums,
+    simple_signing_payload,
+    verify_blob,
+    verify_sums,
+)
+from shipyard.release.staging import sha256sums
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[SigningKey, Path, Path]:
+    private, public = tmp_path / "keys" / "cosign.key", tmp_path / "keys" / "cosign.pub"
+    return generate_keypair(private, public), private, public
+
+
+def _sslib_key(public_path: Path) -> SSlibKey:
+    """The public key as securesystemslib's DSSE code takes it (cosign's empty keyid)."""
+    # from_crypto would give it securesystemslib's own keyid; the envelope's is "".
+    pem = public_path.read_text()
+    return SSlibKey("", "ecdsa", "ecdsa-sha2-nistp256", {"public": pem})
+
+
+def _pem_body(path: Path) -> list[str]:
+    """The base64 lines of a PEM file: what a leak of the key would contain."""
+    return [line for line in path.read_text().splitlines() if not line.startswith("-----")]
+
+
+def _pem(key: Any, password: bytes | None = None) -> bytes:
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password)
+        if password
+        else serialization.NoEncryption()
+    )
+    data: bytes = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
+    )
+    return data
+
+
+# -- keys -----------------------------------------------------------------------------------
+
+
+def test_keygen_writes_a_p256_pair_private_0600_and_refuses_to_overwrite(
+    pair: tuple[SigningKey, Path, Path],
+) -> None:
+    key, private, public = pair
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    assert private.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    assert public.read_bytes().startswith(b"-----BEGIN PUBLIC KEY-----")
+    loaded = load_signing_key(private, environ={})
+    assert loaded is not None and isinstance(loaded.private.curve, ec.SECP256R1)
+    assert load_public_key(public).public_numbers() == key.public.public_numbers()
+    before = private.read_bytes()
+    with pytest.raises(UsageError, match="already exists"):
+        generate_keypair(private, private.with_suffix(".other"))
+    with pytest.raises(UsageError, match="already exists"):
+        generate_keypair(private.with_name("new.key"), public)
+    assert private.read_bytes() == before
+    assert not private.with_name("new.key").exists()
+
+
+def test_the_key_comes_from_the_flag_then_the_variable_as_a_path_or_pem(
+    pair: tuple[SigningKey, Path, Path], tmp_path: Path
+) -> None:
+    key, private, _ = pair
+    numbers = key.private.private_numbers().private_value
+    assert load_signing_key(None, environ={}) is None
+    assert load_signing_key(None, environ={KEY_ENV: "  "}) is None
+    by_path = load_signing_key(None, environ={KEY_ENV: str(private)})
+    by_pem = load_signing_key(None, environ={KEY_ENV: private.read_text()})
+    assert by_path is not None and by_pem is not None
+    assert by_path.private.private_numbers().private_value == numbers
+    assert by_pem.private.private_numbers().private_value == numbers
+    assert by_pem.source == f"${KEY_ENV} (PEM text)"
+    # The flag wins over the variable.
+    other = generate_keypair(tmp_path / "o.key", tmp_path / "o.pub")
+    flagged = load_signing_key(tmp_path / "o.key", environ={KEY_ENV: str(private)})
+    assert flagged is not None
+    assert flagged.private.private_numbers() == other.private.private_numbers()
+    assert "PRIVATE" not in repr(flagged) and str(numbers) not in repr(flagged)
+
+
+@pytest.mark.parametrize(
+    ("content", "password", "message"),
+    [
+        (None, None, "no such file.*shipyard keygen"),
+        (b"not a key at all\n", None, "not a PEM private key"),
+        ("rsa", None, "not ECDSA P-256"),
+        ("p384", None, "not ECDSA P-256"),
+        ("encrypted", None, f"encrypted; set {PASSWORD_ENV}"),
+        ("encrypted", "wrong", "password in SHIPYARD_SIGNING_KEY_PASSWORD is wrong"),
+        ("plain", "extra", f"not encrypted, but {PASSWORD_ENV} is set"),
+        (b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\nx\n", None, "cosign's own"),
+    ],
+)
+def test_a_bad_key_is_a_usage_error_naming_the_path_and_the_fix_without_its_bytes(
+    tmp_path: Path, content: bytes | str | None, password: str | None, message: str
+) -> None:
+    path = tmp_path / "bad.key"
+    keys: dict[str, Any] = {
+        "rsa": rsa.generate_private_key(65537, 2048),
+        "p384": ec.generate_private_key(ec.SECP384R1()),
+        "encrypted": ec.generate_private_key(ec.SECP256R1()),
+        "plain": ec.generate_private_key(ec.SECP256R1()),
+    }
+    if isinstance(content, str):
+        path.write_bytes(_pem(keys[content], b"right" if content == "encrypted" else None))
+    elif content is not None:
+        path.write_bytes(content)
+    env = {PASSWORD_ENV: password} if password else {}
+    calls: tuple[tuple[str, Callable[[], SigningKey | None]], ...] = (
+        (f"--signing-key {path}", lambda: load_signing_key(path, environ=env)),
+        (
+            f"${KEY_ENV}='{path}'",
+            lambda: load_signing_key(None, environ={**env, KEY_ENV: str(path)}),
+        ),
+    )
+    for named, call in calls:
+        expected, pattern = named, message
+        if content is None and named.startswith("$"):  # a value that is no file: not shown
+            expected, pattern = f"${KEY_ENV} names no file (its value is not shown)", "keygen"
+        with pytest.raises(UsageError, match=pattern) as caught:
+            call()
+        text = str(caught.value)
+        assert text.startswith(expected), text
+        assert caught.value.exit_code == 2
+        if path.exists():
+            for line in _pem_body(path):
+                assert line not in text
+
+
+def test_a_bad_pem_in_the_variable_is_named_by_the_variable_never_quoted(tmp_path: Path) -> None:
+    rsa_pem = _pem(rsa.generate_private_key(65537, 2048)).decode()
+    with pytest.raises(UsageError) as caught:
+        load_signing_key(None, environ={KEY_ENV: rsa_pem})
+    assert str(caught.value).startswith(f"${KEY_ENV} (PEM text): the key is not ECDSA P-256")
+    assert all(line not in str(caught.value) for line in rsa_pem.splitlines()[1:-1])
+    # Something that is neither a path nor a PEM (a key pasted without its header) is
+    # not echoed either.
+    body = "".join(rsa_pem.splitlines()[1:4])
+    with pytest.raises(UsageError) as caught:
+        load_signing_key(None, environ={KEY_ENV: body + "\n" + body})
+    assert body not in str(caught.value) and "names no file" in str(caught.value)
+    with pytest.raises(UsageError) as caught:
+        load_signing_key(None, environ={KEY_ENV: body})  # one line: could be a path
+    assert body not in str(caught.value) and "names no file" in str(caught.value)
+    with pytest.raises(UsageError, match="names no file"):
+        load_signing_key(None, environ={KEY_ENV: "x" * 5000})  # too long for a path
+    with pytest.raises(UsageError) as caught:  # the PEM given to --signing-key
+        load_signing_key(rsa_pem, environ={})
+    assert str(caught.value).startswith("--signing-key (a value that is no path)")
+    assert all(line not in str(caught.value) for line in rsa_pem.splitlines()[1:-1])
+
+
+def test_a_public_key_file_is_checked(pair: tuple[SigningKey, Path, Path], tmp_path: Path) -> None:
+    _, private, _ = pair
+    with pytest.raises(UsageError, match="this is a private key"):
+        load_public_key(private)
+    with pytest.raises(UsageError, match="cannot read"):
+        load_public_key(tmp_path / "missing.pub")
+    (tmp_path / "junk.pub").write_text("junk")
+    with pytest.raises(UsageError, match="not a PEM public key"):
+        load_public_key(tmp_path / "junk.pub")
+
+
+# -- blobs, payloads, PAE ---------------------------------------------------------------------
+
+
+def test_sign_blob_is_der_ecdsa_sha256_that_cryptography_verifies(
+    pair: tuple[SigningKey, Path, Path],
+) -> None:
+    key, _, public_path = pair
+    signature = sign_blob(key, b"payload")
+    assert signature[0] == 0x30  # a DER SEQUENCE (r, s)
+    public = serialization.load_pem_public_key(public_path.read_bytes())
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+    public.verify(signature, b"payload", ec.ECDSA(hashes.SHA256()))
+    assert verify_blob(public, b"payload", signature)
+    assert not verify_blob(public, b"payloaD", signature)
+    assert sign_blob(key, b"payload") == signature  # RFC 6979: the same bytes sign the same
+
+
+def test_simple_signing_payload_is_cosigns_compact_json() -> None:
+    payload = simple_signing_payload("127.0.0.1:5000/mesh/meshctl", DIGEST)
+    assert payload == (
+        b'{"critical":{"identity":{"docker-reference":"127.0.0.1:5000/mesh/meshctl"},'
+        b'"image":{"docker-manifest-digest":"' + DIGEST.encode() + b'"},'
+        b'"type":"cosign container image signature"},"optional":null}'
+    )
+    assert attached_tag(DIGEST, "sig") == "sha256-" + "ab" * 32 + ".sig"
+    assert _payload_problem(payload, "127.0.0.1:5000/mesh/meshctl", DIGEST) is None
+    other = "sha256:" + "cd" * 32
+    assert "names " + DIGEST in str(_payload_problem(payload, "127.0.0.1:5000/mesh/meshctl", other))
+    assert "repository" in str(_payload_problem(payload, "127.0.0.1:5000/mesh/other", DIGEST))
+    assert "not a cosign" in str(_payload_problem(b"{}", "x", DIGEST))
+
+
+def test_dsse_pae_matches_the_spec_vector() -> None:
+    # The example of the DSSE protocol document.
+    assert (
+        dsse_pae("http://example.com/HelloWorld", b"hello world")
+        == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    )
+
+
+def test_envelopes_verify_with_a_dsse_library_and_fail_when_tampered(
+    pair: tuple[SigningKey, Path, Path],
+) -> None:
+    key, _, public_path = pair
+    statement = {"_type": "https://in-toto.io/Statement/v1", "subject": []}
+    envelope = sign_envelope(json.dumps(statement).encode(), key)
+    sslib_key = _sslib_key(public_path)
+    Envelope.from_dict(json.loads(json.dumps(envelope))).verify([sslib_key], 1)
+    public = load_public_key(public_path)
+    assert verify_envelope(envelope, public, "here") == statement
+    tampered = {**envelope, "payload": base64.b64encode(b'{"_type":"x"}').decode()}
+    with pytest.raises(VerifyError, match="here: the envelope's signature does not verify"):
+        verify_envelope(tampered, public, "here")
+    with pytest.raises(VerificationError, match="Found: 0"):
+        Envelope.from_dict(json.loads(json.dumps(tampered))).verify([sslib_key], 1)
+    retyped = {**envelope, "payloadType": "text/plain"}
+    with pytest.raises(VerifyError, match="payloadType"):
+        verify_envelope(retyped, public, "here")
+
+
+# -- a staged release folder -----------------------------------------------------------------
+
+
+def _release(folder: Path, key: SigningKey) -> dict[str, Any]:
+    """A small staged release, as staging writes it, signed and with provenance."""
+    folder.mkdir(parents=True)
+    (folder / "wheels").mkdir()
+    (folder / "wheels" / "hello-1.0-py3-none-any.whl").write_bytes(b"wheel bytes")
+    (folder / "zipapps").mkdir()
+    (folder / "zipapps" / "hello.pyz").write_bytes(b"#!zipapp")
+    layout = folder / "images" / "hello"
+    (layout / "blobs" / "sha256").mkdir(parents=True)
+    index = b'{"schemaVersion":2,"manifests":[]}'
+    digest = "sha256:" + hashlib.sha256(index).hexdigest()
+    (layout / "blobs" / "sha256" / digest[7:]).write_bytes(index)
+    (layout / "index.json").write_text(
+        json.dumps({"schemaVersion": 2, "manifests": [{"digest": digest, "size": len(index)}]})
+    )
+    artifacts: list[dict[str, Any]] = []
+    for kind, rel in (
+        ("wheel", "wheels/hello-1.0-py3-none-any.whl"),
+        ("zipapp", "zipapps/hello.pyz"),
+    ):
+        data = (folder / rel).read_bytes()
+        artifacts.append(
+            {
+                "kind": kind,
+                "path": rel,
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+            }
+        )
+    artifacts.append(
+        {
+            "kind": "image",
+            "binary": "hello",
+            "path": "images/hello",
+            "digest": digest,
+            "hubs": ["127.0.0.1:5000/mesh"],
+            "tags": ["1.0", "latest"],
+        }
+    )
+    staged = {
+        "schema": 1,
+        "project": "hello",
+        "version": "1.0",
+        "revision": "c0ffee" * 6 + "c0ff",
+        "build": {
+            "version": "1.0",
+            "revision": "c0ffee" * 6 + "c0ff",
+            "dirty": True,
+            "created": "2026-12-04T00:00:00Z",
+        },
+        "artifacts": artifacts,
+    }
+    (folder / "release.json").write_text(json.dumps(staged, indent=2))
+    root = folder.parent / "repo"
+    root.mkdir(exist_ok=True)
+    (root / "binaries.yaml").write_text("schema: 1\n")
+    (root / "uv.lock").write_text("version = 1\n")
+    statement = provenance_statement(
+        staged,
+        manifest_path=root / "binaries.yaml",
+        parameters={"selection": {"binaries": ["hello"]}, "flags": {"snapshot": False}},
+    )
+    write_provenance(folder, statement, key)
+    (folder / "SHA256SUMS").write_text(sha256sums(folder))
+    sign_sums(folder, key)
+    return staged
+
+
+def test_the_provenance_statement_is_slsa_v1_with_every_subject(
+    pair: tuple[SigningKey, Path, Path], tmp_path: Path
+) -> None:
+    key, _, public_path = pair
+    folder = tmp_path / "release" / "1.0"
+    staged = _release(folder, key)
+    line = (folder / PROVENANCE_FILE).read_bytes()
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    envelope = json.loads(line)
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    Envelope.from_dict(envelope).verify([_sslib_key(public_path)], 1)
+    statement = json.loads(base64.b64decode(json.loads(line)["payload"]))
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == SLSA_PREDICATE
+    names = {s["name"]: s["digest"] for s in statement["subject"]}
+    wheel = staged["artifacts"][0]
+    assert names["wheels/hello-1.0-py3-none-any.whl"] == {"sha256": wheel["sha256"]}
+    image_hex = staged["artifacts"][2]["digest"].partition(":")[2]
+    assert names["127.0.0.1:5000/mesh/hello:1.0"] == {"sha256": image_hex}
+    assert len(names) == 3 and statement["subject"] == expected_subjects(staged)
+    build = statement["predicate"]["buildDefinition"]
+    assert build["buildType"] == BUILD_TYPE
+    assert build["externalParameters"]["version"] == "1.0"
+    assert build["externalParameters"]["selection"] == {"binaries": ["hello"]}
+    repo = tmp_path / "release" / "repo"
+    deps = {d["name"]: d for d in build["resolvedDependencies"]}
+    manifest_sha = hashlib.sha256((repo / "binaries.yaml").read_bytes()).hexdigest()
+    assert deps["binaries.yaml"]["digest"] == {"sha256": manifest_sha}
+    assert deps["uv.lock"]["digest"] == {"sha256": hashlib.sha256(b"version = 1\n").hexdigest()}
+    assert deps["source"] == {
+        "name": "source",
+        "digest": {"gitCommit": staged["revision"]},
+        "annotations": {"dirty": True},
+    }
+    internal = build["internalParameters"]
+    assert internal["manifestDigest"] == {"sha256": manifest_sha}
+    assert internal["dirty"] is True and internal["shipyardVersion"]
+    assert statement["predicate"]["runDetails"]["builder"]["id"]
+
+
+def test_verify_accepts_the_release_then_names_each_tampering(
+    pair: tuple[SigningKey, Path, Path], tmp_path: Path
+) -> None:
+    key, _, public_path = pair
+    public = load_public_key(public_path)
+    folder = tmp_path / "release" / "1.0"
+    _release(folder, key)
+    done = verify_release(folder, public)
+    assert any("SHA256SUMS.sig" in line for line in done)
+    assert any("3 subject(s) match" in line for line in done)
+    # A file changed after staging.
+    wheel = folder / "wheels" / "hello-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"other bytes")
+    with pytest.raises(
+        VerifyError, match=r"hello-1.0-py3-none-any.whl has sha256 .*SHA256SUMS says"
+    ):
+        verify_release(folder, public)
+    wheel.write_bytes(b"wheel bytes")
+    # SHA256SUMS rewritten to match the change: its signature no longer does.
+    sums = folder / "SHA256SUMS"
+    original = sums.read_bytes()
+    sums.write_bytes(original.replace(b"hello.pyz", b"hello.pyz "))
+    with pytest.raises(VerifyError, match=r"SHA256SUMS.sig does not verify"):
+        verify_release(folder, public)
+    sums.write_bytes(original)
+    # A file nobody staged.
+    (folder / "extra.txt").write_text("x")
+    with pytest.raises(VerifyError, match=r"extra.txt is in the release but not in SHA256SUMS"):
+        verify_release(folder, public)
+    (folder / "extra.txt").unlink()
+    verify_release(folder, public)
+    # Another key.
+    stranger = ec.generate_private_key(ec.SECP256R1()).public_key()
+    with pytest.raises(VerifyError, match="does not verify"):
+        verify_release(folder, stranger)
+
+
+def test_verify_fails_on_a_tampered_provenance_payload_or_other_subjects(
+    pair: tuple[SigningKey, Path, Path], tmp_path: Path
+) -> None:
+    key, _, public_path = pair
+    public = load_public_key(public_path)
+    folder = tmp_path / "release" / "1.0"
+    staged = _release(folder, key)
+    line = json.loads((folder / PROVENANCE_FILE).read_bytes())
+    statement = json.loads(base64.b64decode(line["payload"]))
+
+    def restage(envelope: dict[str, Any]) -> None:
+        (folder / PROVENANCE_FILE).write_text(json.dumps(envelope) + "\n")
+        (folder / SUMS_SIG).unlink()
+        (folder / "SHA256SUMS").write_text(sha256sums(folder))
+        sign_sums(folder, key)
+
+    # The payload edited (a subject's digest), its signature kept.
+    statement["subject"][0]["digest"]["sha256"] = "0" * 64
+    edited = json.dumps(statement).encode()
+    restage({**line, "payload": base64.b64encode(edited).decode()})
+    with pytest.raises(VerifyError, match="envelope's signature does not verify"):
+        verify_release(folder, public)
+    # Signed properly, but naming a digest release.json does not have.
+    restage(sign_envelope(edited, key))
+    with pytest.raises(VerifyError, match="subjects differ: it names wheels/hello"):
+        verify_release(folder, public)
+    # An image digest missing from the provenance.
+    statement["subject"] = expected_subjects(staged)[:2]
+    restage(sign_envelope(json.dumps(statement).encode(), key))
+    with pytest.raises(VerifyError, match=r"lacks 127.0.0.1:5000/mesh/hello:1.0"):
+        verify_release(folder, public)
+    (folder / PROVENANCE_FILE).unlink()
+    (folder / SUMS_SIG).unlink()
+    (folder / "SHA256SUMS").write_text(sha256sums(folder))
+    sign_sums(folder, key)
+    with pytest.raises(VerifyError, match="has no provenance"):
+        verify_release(folder, public)
+
+
+def test_sums_signature_is_base64_der_over_the_exact_file(
+    pair: tuple[SigningKey, Path, Path], tmp_path: Path
+) -> None:
+    key, _, public_path = pair
+    folder = tmp_path / "r"
+    folder.mkdir()
+    (folder / "SHA256SUMS").write_text("0" * 64 + "  a\n")
+    written = sign_sums(folder, key)
+    assert written == folder / SUMS_SIG
+    der = base64.b64decode(written.read_bytes(), validate=True)
+    assert verify_blob(load_public_key(public_path), (folder / "SHA256SUMS").read_bytes(), der)
+    verify_sums(folder, load_public_key(public_path))
+    written.write_text("not base64 !")
+    with pytest.raises(VerifyError, match="not base64"):
+        verify_sums(folder, load_public_key(public_path))
+    written.unlink()
+    with pytest.raises(VerifyError, match="not signed"):
+        verify_sums(folder, load_public_key(public_path))
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+
+def test_cli_keygen_and_verify_exit_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = tmp_path / "k" / "release"
+    (tmp_path / "k").mkdir()
+    assert main(["keygen", "--out", str(prefix)]) == 0
+    out = capsys.readouterr().out
+    assert f"{prefix}.key" in out and f"{prefix}.pub" in out
+    key_text = Path(f"{prefix}.key").read_text()
+    assert all(line not in out for line in _pem_body(Path(f"{prefix}.key")))
+    assert main(["keygen", "--out", str(prefix)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert Path(f"{prefix}.key").read_text() == key_text
+    key = load_signing_key(Path(f"{prefix}.key"), environ={})
+    assert key is not None
+    folder = tmp_path / "release" / "1.0"
+    _release(folder, key)
+    assert main(["verify", str(folder), "--key", f"{prefix}.pub"]) == 0
+    assert f"verified {folder}" in capsys.readouterr().out
+    (folder / "zipapps" / "hello.pyz").write_bytes(b"changed")
+    assert main(["verify", str(folder), "--key", f"{prefix}.pub"]) == 1
+    err = capsys.readouterr().err
+    assert "hello.pyz has sha256" in err
+    assert main(["verify", str(folder)]) == 2
+    assert "needs --key" in capsys.readouterr().err
+    assert main(["verify", str(folder), "--key", f"{prefix}.key"]) == 2
+    assert "this is a private key" in capsys.readouterr().err
+    assert main(["verify", str(tmp_path / "nowhere"), "--key", f"{prefix}.pub"]) == 2
+    assert "not a release folder" in capsys.readouterr().err
+    assert main(["verify", "127.0.0.1:5000/UPPER:tag", "--key", f"{prefix}.pub"]) == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["verify", "--key", f"{prefix}.pub", "--bogus", str(folder)])
+    assert exited.value.code == 2
+    assert os.path.exists(f"{prefix}.pub")
