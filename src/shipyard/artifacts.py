@@ -45,10 +45,31 @@ ANY = "any"  # the platform of an artifact that runs on every platform of its ac
 
 @dataclass(frozen=True)
 class Distribution:
-    """A distribution by name and version."""
+    """A distribution by name and version.
+
+    What an installer put into an artifact may say more: `sha256`, the wheel file it
+    was installed from (None when no wheel file was known), `license`, what its
+    METADATA declares (License-Expression, else License, else the license
+    classifiers joined with "; "), and `first_party`: one of the repository's own
+    wheels (the binary's or an in-repo library), installed from the file built here.
+    """
 
     name: str
     version: str
+    sha256: str | None = None
+    license: str | None = None
+    first_party: bool = False
+
+    def to_json(self) -> list[Any]:
+        """`[name, version]`, with an object of the optional facts third when any is set."""
+        extra: dict[str, Any] = {}
+        if self.sha256 is not None:
+            extra["sha256"] = self.sha256
+        if self.license is not None:
+            extra["license"] = self.license
+        if self.first_party:
+            extra["first_party"] = True
+        return [self.name, self.version, extra] if extra else [self.name, self.version]
 
 
 @dataclass(frozen=True)
@@ -107,7 +128,7 @@ class Metadata:
             out["installed"] = [
                 {
                     "platform": i.platform,
-                    "distributions": [[d.name, d.version] for d in i.distributions],
+                    "distributions": [d.to_json() for d in i.distributions],
                 }
                 for i in self.installed
             ]
@@ -259,6 +280,17 @@ def _count(value: object, what: str) -> int:
 
 def _distribution(value: object) -> Distribution:
     pair = _list(value, "distribution")
-    if len(pair) != 2:
-        raise ValueError("a distribution is not [name, version]")
-    return Distribution(_text(pair[0], "name"), _text(pair[1], "version"))
+    if len(pair) not in (2, 3):
+        raise ValueError("a distribution is not [name, version] or [name, version, {...}]")
+    extra = _mapping(pair[2], "distribution facts") if len(pair) == 3 else {}
+    sha256, license_ = extra.get("sha256"), extra.get("license")
+    first = extra.get("first_party", False)
+    if not isinstance(first, bool):
+        raise ValueError("first_party is not true or false")
+    return Distribution(
+        _text(pair[0], "name"),
+        _text(pair[1], "version"),
+        None if sha256 is None else _text(sha256, "sha256"),
+        None if license_ is None else _text(license_, "license"),
+        first,
+    )

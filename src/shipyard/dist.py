@@ -139,7 +139,7 @@ _STAGED = {
 def staged_path(kind: str, name: str) -> str:
     """Where an artifact of `kind` goes in a staged release folder, relative to it:
     `wheels/<file>`, `zipapps/<file>`, `archives/<file>`, `images/<binary>`,
-    `sbom/<binary>.cdx.json`."""
+    `sbom/<name>.cdx.json` (a binary, a zipapp or an image platform: see release.sbom)."""
     suffix = ".cdx.json" if kind == "sbom" else ""
     return f"{_STAGED[kind]}/{name}{suffix}"
 

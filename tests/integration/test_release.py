@@ -157,13 +157,20 @@ def test_release_publishes_everything_and_verifies(
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "release.json: OK" in check.stdout
-    # The SBOMs are valid CycloneDX; mesh-agent's lists its in-repo library and PyYAML.
+    # An SBOM per zipapp and image platform, valid CycloneDX; mesh-agent's list its
+    # own wheel, its in-repo library and PyYAML (tests/integration/test_sbom_contents.py
+    # compares them with the artifacts' contents).
     validator = JsonStrictValidator(SchemaVersion.V1_6)
-    for binary in ("meshctl", "mesh-agent"):
-        text = (folder / "sbom" / f"{binary}.cdx.json").read_text()
-        assert validator.validate_str(text) is None
-    agent = json.loads((folder / "sbom" / "mesh-agent.cdx.json").read_text())
-    assert [c["name"].lower() for c in agent["components"]] == ["mesh-config", "pyyaml"]
+    sboms = {Path(a["path"]).name: a for a in staged["artifacts"] if a["kind"] == "sbom"}
+    assert len(sboms) == 3 + 2 * 2  # 3 zipapps, 2 images x 2 platforms
+    for name in sboms:
+        assert validator.validate_str((folder / "sbom" / name).read_text()) is None
+    agent = json.loads((folder / "sbom" / "mesh-agent-1.0.0-linux_arm64.cdx.json").read_text())
+    assert sorted(c["name"].lower().replace("_", "-") for c in agent["components"]) == [
+        "mesh-agent",
+        "mesh-config",
+        "pyyaml",
+    ]
     assert "ctl: notes" in (folder / "CHANGELOG.md").read_text()
     # pip installs the wheels from the index, with the in-repo libraries they require
     # (released with them: mesh-api for meshctl, mesh-config for mesh-agent).

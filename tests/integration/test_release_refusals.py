@@ -50,7 +50,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.requires("registry", "skopeo"
 
 
 @pytest.mark.parametrize(
-    "problem", ["registry-password", "index-password", "dirty", "pep440", "tagged"]
+    "problem",
+    ["registry-password", "index-password", "dirty", "pep440", "tagged", "signing-key"],
 )
 def test_preflight_fails_before_anything_is_built(
     hubs: Hubs, pypiserver: PackageServer, tmp_path: Path, problem: str
@@ -67,12 +68,23 @@ def test_preflight_fails_before_anything_is_built(
         (repo / "ctl" / "NOTES.txt").write_text("changed\n")
     elif problem == "pep440":
         version = "2.0.0-banana!"
+    elif problem == "signing-key":  # an RSA key where a P-256 one belongs
+        key = tmp_path / "rsa.pem"
+        subprocess.run(
+            ["openssl", "genpkey", "-algorithm", "RSA", "-out", str(key)],
+            check=True,
+            capture_output=True,
+        )
+        env["SHIPYARD_SIGNING_KEY"] = str(key)
     else:
         subprocess.run(["git", "-C", str(repo), "tag", "v2.0.0"], check=True)
     ctx = context(repo, env, ReleaseOptions(version=version))
     with pytest.raises(UsageError) as caught:
         release(ctx)
     assert caught.value.exit_code == 2
+    if problem == "signing-key":
+        assert "$SHIPYARD_SIGNING_KEY" in str(caught.value), caught.value
+        assert "PRIVATE KEY" not in str(caught.value)
     assert [(r.name, r.status) for r in ctx.results][:2] == [
         ("preflight", "failed"),
         ("build", "skipped"),

@@ -40,7 +40,6 @@ from shipyard.release.provenance import (
     provenance_statement,
     push_attestation,
     sign_envelope,
-    write_provenance,
 )
 from shipyard.release.signing import (
     SIGNATURE_ANNOTATION,
@@ -53,7 +52,6 @@ from shipyard.release.signing import (
     push_attached,
     push_signature,
     sign_blob,
-    sign_sums,
     simple_signing_payload,
 )
 from shipyard.release.staging import sha256sums
@@ -320,13 +318,20 @@ def test_tampered_image_signatures_fail_shipyard_verify(
 def signed_release(
     keys: Keys, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, Path]]:
-    """A real snapshot release (wheels, zipapp, archive, SBOM), signed as publish will:
-    provenance written before SHA256SUMS, SHA256SUMS.sig after it."""
+    """A real snapshot release (wheels, zipapp, archive, SBOM) signed by the pipeline
+    (`--signing-key`): provenance written before SHA256SUMS, SHA256SUMS.sig after it."""
     repo = make_repo(tmp_path_factory.mktemp("signed") / "repo", SNAPSHOT_MANIFEST)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPYARD_INDEX_")}
     env.update(CI="1", SHIPYARD_CACHE_DIR=str(repo.parent / "cache"))
     done = subprocess.run(
-        [sys.executable, "-m", "shipyard", "release", "--snapshot"],
+        [
+            sys.executable,
+            "-m",
+            "shipyard",
+            "release",
+            "--snapshot",
+            f"--signing-key={keys.private_path}",
+        ],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -337,15 +342,7 @@ def signed_release(
     keys.outputs.append(("shipyard release --snapshot", done.stdout + done.stderr))
     assert done.returncode == 0, done.stderr
     (folder,) = (repo / "dist" / "release").iterdir()
-    staged = json.loads((folder / "release.json").read_bytes())
-    statement = provenance_statement(
-        staged,
-        manifest_path=repo / "binaries.yaml",
-        parameters={"selection": {}, "flags": {"snapshot": True}},
-    )
-    write_provenance(folder, statement, keys.key)
-    (folder / "SHA256SUMS").write_text(sha256sums(folder))
-    sign_sums(folder, keys.key)
+    assert "signing with the key from --signing-key" in done.stderr
     yield repo, folder
 
 
@@ -432,3 +429,72 @@ def test_no_private_key_material_in_anything_written(
     probe.data("the key file itself", keys.private_path.read_bytes())
     assert probe.leaks
     assert scanner.leaks == []
+
+
+IMAGES_MANIFEST = """\
+schema: 1
+project: {{name: mesh, version: git, python: "3.11"}}
+defaults:
+  outputs: [image]
+  platforms: [linux/amd64, linux/arm64]
+  image: {{hubs: ["{hub}"], tags: [latest]}}
+binaries:
+  meshctl: {{source: ctl, entrypoint: "meshctl.cli:main"}}
+"""
+
+
+def test_a_published_release_is_signed_and_attested_before_its_tags_move(
+    keys: Keys, services: Services, tmp_path: Path
+) -> None:
+    """The pipeline with a key: staging signs SHA256SUMS and writes the provenance;
+    publish attaches .sig and .att to each image on the hub (journalled: a second
+    publish signs nothing again); verify checks the signature; `shipyard verify`
+    accepts the image and the folder."""
+    from shipyard.release import ReleaseOptions, prepare_release, release
+    from shipyard.release.pipeline import PIPELINE, run_pipeline
+    from shipyard.release.publish import Publish
+    from tests.integration._release import BUILDERS
+
+    prefix = f"signing-{RUN}-rel"
+    repo = make_repo(tmp_path / "repo", IMAGES_MANIFEST.format(hub=f"{services.registry}/{prefix}"))
+    env = {**os.environ, "SHIPYARD_SIGNING_KEY": str(keys.private_path)}
+    lines: list[str] = []
+    ctx = prepare_release(
+        repo / "binaries.yaml",
+        ReleaseOptions(version="1.0.0"),
+        env=env,
+        builders=BUILDERS,
+        on_step=lines.append,
+    )
+    release(ctx)
+    keys.outputs.append(("release 1.0.0", "\n".join(lines)))
+    folder = ctx.release_dir
+    assert (folder / SUMS_SIG).is_file() and (folder / PROVENANCE_FILE).is_file()
+    (image,) = [
+        a
+        for a in json.loads((folder / "release.json").read_text())["artifacts"]
+        if a["kind"] == "image"
+    ]
+    repo_name, digest = f"{prefix}/meshctl", image["digest"]
+    signature = _attached(services, repo_name, digest, "sig")
+    layer = signature["layers"][0]
+    payload = _blob(services, repo_name, layer["digest"])
+    sig = base64.b64decode(layer["annotations"]["dev.cosignproject.cosign/signature"])
+    assert _openssl_verify(keys.public_path, sig, payload, tmp_path / "o") == "Verified OK"
+    assert json.loads(payload)["critical"]["image"]["docker-manifest-digest"] == digest
+    attestation = _attached(services, repo_name, digest, "att")
+    envelope = _blob(services, repo_name, attestation["layers"][0]["digest"])
+    assert envelope == (folder / PROVENANCE_FILE).read_bytes().strip()
+    # Signed before any tag moved: the journal's order.
+    signed = next(i for i, x in enumerate(lines) if x.startswith("pushed") and ".sig -> " in x)
+    tagged = next(i for i, x in enumerate(lines) if x.startswith("tagged "))
+    assert signed < tagged, lines
+    # A second publish finds everything journalled: nothing is signed again.
+    again: list[str] = []
+    ctx.on_step = again.append
+    run_pipeline(ctx, [s for s in PIPELINE if isinstance(s, Publish)])
+    assert any(x.startswith("journalled sign ") for x in again), again
+    assert any(x.startswith("journalled attest ") for x in again), again
+    for target in (f"{services.registry}/{repo_name}:1.0.0", str(folder)):
+        done = _shipyard(keys, "verify", target, "--key", str(keys.public_path))
+        assert done.returncode == 0, (target, done.stderr)

@@ -61,6 +61,23 @@ def test_publish_steps_upload_everything_then_move_every_tag() -> None:
     ]
 
 
+def test_a_signed_release_signs_and_attests_each_image_before_wheels_and_tags() -> None:
+    image = {"kind": "image", "digest": "sha256:d", "hubs": ["h1/x"], "binary": "a"}
+    staged = {
+        "artifacts": [
+            {"kind": "wheel", "path": "wheels/a-1-py3-none-any.whl"},
+            {**image, "tags": ["1"]},
+        ]
+    }
+    assert publish_steps(staged, signed=True) == [
+        "image h1/x/a@sha256:d",
+        "sign h1/x/a@sha256:d",
+        "attest h1/x/a@sha256:d",
+        "wheel a-1-py3-none-any.whl",
+        "tag h1/x/a:1@sha256:d",
+    ]
+
+
 def test_resume_runs_only_the_steps_not_journalled(tmp_path: Path) -> None:
     staged = {
         "artifacts": [

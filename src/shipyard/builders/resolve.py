@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
+import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from shipyard._fs import TEMP_PREFIX
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+
+from shipyard._fs import TEMP_PREFIX, sha256_file
 from shipyard.engine.proc import run_logged
 from shipyard.errors import BuildError
 
@@ -76,11 +86,22 @@ _NO_WHEEL = (
 
 @dataclass(frozen=True)
 class Distribution:
-    """One installed distribution; `pure` means no native code and a py3-none-any wheel."""
+    """One installed distribution; `pure` means no native code and a py3-none-any wheel.
+
+    Beside what identifies it (and compares): `sha256`, the wheel file's digest
+    (None when the installer's wheel is not known), `license` (License-Expression,
+    else License, else the license classifiers joined with "; "), `first_party`:
+    installed from one of the wheels `resolve` was given, and `tags`, the wheel tags
+    its WHEEL file names.
+    """
 
     name: str
     version: str
     pure: bool
+    sha256: str | None = field(default=None, compare=False)
+    license: str | None = field(default=None, compare=False)
+    first_party: bool = field(default=False, compare=False)
+    tags: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -131,7 +152,9 @@ def target_env(platform: str) -> dict[str, str]:
     return {}
 
 
-def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[str]:
+def _command(
+    platform: str, python: str, dest: Path, reqs: list[str], report: Path | None = None
+) -> list[str]:
     uv = uv_binary()
     if uv and platform in _UV_PLATFORMS:
         return [
@@ -143,7 +166,9 @@ def _command(platform: str, python: str, dest: Path, reqs: list[str]) -> list[st
     return [
         *(sys.executable, "-m", "pip", "install", "--target", str(dest), "--no-compile"),
         *(*platforms, "--implementation", "cp", "--python-version", python),
-        *("--only-binary=:all:", "--no-input", "--disable-pip-version-check", *reqs),
+        *("--only-binary=:all:", "--no-input", "--disable-pip-version-check"),
+        *(("--report", str(report)) if report is not None else ()),
+        *reqs,
     ]
 
 
@@ -177,8 +202,30 @@ def _headers(path: Path) -> list[tuple[str, str]]:
     return found
 
 
+_LICENSE_TEXT_MAX = 100  # a License header longer than this is the license's text, not its name
+
+
+def _license(headers: Sequence[tuple[str, str]]) -> str | None:
+    """License-Expression, else a short License, else the license classifiers' names."""
+    meta = dict(reversed(headers))  # the first value of each header
+    if meta.get("license-expression"):
+        return meta["license-expression"]
+    text = meta.get("license", "")
+    if text and len(text) <= _LICENSE_TEXT_MAX and text.upper() not in ("UNKNOWN", "NONE"):
+        return text
+    names = [
+        value.rpartition("::")[2].strip()
+        for key, value in headers
+        if key == "classifier"
+        and value.startswith("License ::")
+        and value.rpartition("::")[2].strip() not in ("", "OSI Approved")
+    ]
+    return "; ".join(names) if names else None
+
+
 def _inspect(dist_info: Path) -> Distribution:
-    meta = dict(_headers(dist_info / "METADATA"))
+    headers = _headers(dist_info / "METADATA")
+    meta = dict(headers)
     wheel = _headers(dist_info / "WHEEL") if (dist_info / "WHEEL").is_file() else []
     purelib = ("root-is-purelib", "true") in wheel
     tags = [value for key, value in wheel if key == "tag"]
@@ -187,8 +234,118 @@ def _inspect(dist_info: Path) -> Distribution:
     native = any(NATIVE.search(line.split(",", 1)[0]) for line in files)
     universal = bool(tags) and all(tag.endswith("-none-any") for tag in tags)
     return Distribution(
-        meta.get("name", "?"), meta.get("version", "?"), purelib and universal and not native
+        meta.get("name", "?"),
+        meta.get("version", "?"),
+        purelib and universal and not native,
+        license=_license(headers),
+        tags=frozenset(tags),
     )
+
+
+def _wheel_tags(filename: str) -> frozenset[str] | None:
+    try:
+        _, _, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    return frozenset(str(tag) for tag in tags)
+
+
+def _local(url: str) -> Path | None:
+    parts = urlsplit(url)
+    return Path(unquote(parts.path)) if parts.scheme == "file" else None
+
+
+def _locked_hashes(
+    dists: Sequence[Distribution], platform: str, python: str, env: Mapping[str, str]
+) -> dict[str, str]:
+    """name -> sha256 of the wheel uv picks for each of `dists` on `platform`.
+
+    uv installs from its cache and keeps no wheel file, so the same pins go to
+    `uv pip compile --format pylock.toml` (same index settings, same platform): the
+    lock names each wheel file with its hash, and the one whose tags equal the
+    installed WHEEL's tags is the one installed.
+    """
+    uv = uv_binary()
+    if not dists or uv is None or platform not in _UV_PLATFORMS:
+        return {}
+    command = [
+        *(uv, "pip", "compile", "--quiet", "--no-header", "--format", "pylock.toml"),
+        *("--no-deps", "--only-binary", ":all:", "--python-platform", _UV_PLATFORMS[platform]),
+        *("--python-version", python, "-"),
+    ]
+    done = subprocess.run(
+        command,
+        input="".join(f"{d.name}=={d.version}\n" for d in dists),
+        capture_output=True,
+        text=True,
+        env={**env, **target_env(platform)},
+        check=False,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        return {}
+    try:
+        packages = tomllib.loads(done.stdout).get("packages", [])
+    except tomllib.TOMLDecodeError:
+        return {}
+    found: dict[str, str] = {}
+    wanted = {str(canonicalize_name(d.name)): d for d in dists}
+    for package in packages if isinstance(packages, list) else []:
+        dist = wanted.get(str(canonicalize_name(str(package.get("name", "")))))
+        if dist is None:
+            continue
+        for wheel in package.get("wheels") or []:
+            where = str(wheel.get("url") or wheel.get("path") or "")
+            filename = str(wheel.get("name") or unquote(where.rsplit("/", 1)[-1]))
+            if _wheel_tags(filename) != dist.tags:
+                continue
+            digest = (wheel.get("hashes") or {}).get("sha256")
+            path = _local(where) if "url" in wheel else Path(where) if where else None
+            if digest is None and path is not None and path.is_file():
+                digest = sha256_file(path)
+            if isinstance(digest, str):
+                found[str(canonicalize_name(dist.name))] = digest
+    return found
+
+
+def _reported_hashes(report: Path) -> dict[str, str]:
+    """name -> sha256 from pip's installation report (the index's hash of each file)."""
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return {}
+    found: dict[str, str] = {}
+    for item in data.get("install", []) if isinstance(data, dict) else []:
+        info = item.get("download_info") or {}
+        digest = ((info.get("archive_info") or {}).get("hashes") or {}).get("sha256")
+        name = (item.get("metadata") or {}).get("name")
+        if isinstance(digest, str) and isinstance(name, str):
+            found[str(canonicalize_name(name))] = digest
+    return found
+
+
+def _with_hashes(
+    dists: Sequence[Distribution],
+    wheels: Sequence[Path],
+    others: Mapping[str, str],
+) -> tuple[Distribution, ...]:
+    """`dists` with the sha256 of their wheel: the given `wheels` (first-party) by
+    file, the others from `others` (name -> sha256); unknown ones keep None."""
+    own: dict[str, str] = {}
+    for wheel in wheels:
+        try:
+            name = parse_wheel_filename(wheel.name)[0]
+        except InvalidWheelFilename:
+            continue
+        own[str(name)] = sha256_file(wheel)
+    out = []
+    for dist in dists:
+        key = str(canonicalize_name(dist.name))
+        if key in own:
+            out.append(replace(dist, sha256=own[key], first_party=True))
+        else:
+            out.append(replace(dist, sha256=others.get(key)))
+    return tuple(out)
 
 
 def _scrub(dest: Path) -> None:
@@ -264,13 +421,15 @@ def resolve(
         else:
             pinned = _wheel_requirements(wheels, Path(tmp), extras)
             reqs = ["--require-hashes", "-r", str(requirements), "-r", str(pinned)]
-        command = _command(platform, python, dest, reqs)
+        report = Path(tmp) / "report.json"
+        command = _command(platform, python, dest, reqs, report)
         with log.open("ab") as handle:
             start = handle.tell()
             handle.write(f"$ {' '.join(command)}\n".encode())
         returncode = run_logged(
             command, log, env={**env, **target_env(platform), "PYTHONHASHSEED": "0"}
         )
+        reported = _reported_hashes(report) if report.is_file() else None
     if returncode != 0:
         raise BuildError(action, _failure(log, start, platform, python), command=command, log=log)
     _scrub(dest)
@@ -280,4 +439,18 @@ def resolve(
             key=lambda d: d.name.lower(),
         )
     )
+    names = set()
+    for path in wheels:
+        try:
+            names.add(parse_wheel_filename(path.name)[0])
+        except InvalidWheelFilename:
+            continue
+    others = [d for d in dists if canonicalize_name(d.name) not in names]
+    if reported is None:  # uv: the same pins, locked, name each wheel with its hash
+        reported = _locked_hashes(others, platform, python, env)
+    dists = _with_hashes(dists, wheels, reported)
+    unknown = sorted(d.name for d in dists if d.sha256 is None)
+    if unknown:
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(f"no wheel hash known for {', '.join(unknown)} ({platform})\n")
     return Resolution(platform, dest, dists, all(d.pure for d in dists))

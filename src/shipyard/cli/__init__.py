@@ -135,6 +135,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="move existing tags that are not image.movable_tags (default: refuse)",
     )
+    release.add_argument(
+        "--signing-key",
+        metavar="PATH",
+        help="PEM ECDSA P-256 key to sign the release with (default: $SHIPYARD_SIGNING_KEY)",
+    )
     sub.add_parser(
         "affected",
         parents=[_common(), _selection()],
@@ -440,6 +445,7 @@ def _release(args: argparse.Namespace) -> int:
         cache_dir=default_cache_dir(args.cache_dir, os.environ),
         force_protected=args.force_protected,
         clobber=args.clobber,
+        signing_key=Path(args.signing_key) if args.signing_key else None,
     )
     if args.since and not args.snapshot:
         raise UsageError(

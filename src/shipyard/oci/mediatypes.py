@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "COSIGN_SIMPLE_SIGNING",
+    "CYCLONEDX_JSON",
     "DOCKER_CONFIG",
     "DOCKER_FOREIGN_LAYER",
     "DOCKER_LAYER",
@@ -76,6 +77,8 @@ SHIPYARD_ACTION = "application/vnd.shipyard.action.v1+json"
 COSIGN_SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 DSSE_ENVELOPE = "application/vnd.dsse.envelope.v1+json"
 IN_TOTO = "application/vnd.in-toto+json"
+# A CycloneDX JSON SBOM, as `cosign attach sbom --type cyclonedx` types its layer.
+CYCLONEDX_JSON = "application/vnd.cyclonedx+json"
 
 # What a client asks a registry's /manifests/ endpoint for (its Accept header).
 MANIFEST_TYPES = (OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from shipyard.dist import dist_dir, release_dir
 from shipyard.engine.plan import Plan
@@ -16,6 +16,9 @@ from shipyard.oci.remote.push import variant_tags
 from shipyard.oci.remote.registry import Registry
 from shipyard.release.index import PackageIndex
 from shipyard.stamp import Stamp
+
+if TYPE_CHECKING:
+    from shipyard.release.signing import SigningKey
 
 __all__ = ["ReleaseContext", "ReleaseOptions", "Stage", "StageResult", "StageStatus"]
 
@@ -35,6 +38,7 @@ class ReleaseOptions:
     cache_dir: Path | None = None
     force_protected: bool = False  # push to image.protected hubs outside CI
     clobber: bool = False  # move existing tags that are not image.movable_tags
+    signing_key: Path | None = None  # --signing-key; else $SHIPYARD_SIGNING_KEY
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class ReleaseContext:
     staged: dict[str, Any] | None = None
     resuming: bool = False
     results: list[StageResult] = field(default_factory=list)
+    # The release's signing key, loaded by preflight (None: the release is not signed).
+    signing_key: SigningKey | None = None
 
     @property
     def root(self) -> Path:

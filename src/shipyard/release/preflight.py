@@ -77,6 +77,7 @@ class Preflight:
                     )
         self._platforms(ctx)
         self._folder(ctx)
+        self._signing_key(ctx)
         if ctx.publishing:
             self._protected(ctx)
             self._hubs(ctx)
@@ -147,6 +148,16 @@ class Preflight:
             )
         ctx.staged = staged
         ctx.resuming = True
+
+    @staticmethod
+    def _signing_key(ctx: ReleaseContext) -> None:
+        """Load the signing key now: a missing or wrong key stops the release (exit 2)
+        before anything is built, naming the flag or variable, never the key."""
+        from shipyard.release.signing import load_signing_key
+
+        ctx.signing_key = load_signing_key(ctx.options.signing_key, ctx.env)
+        if ctx.signing_key is not None:
+            ctx.on_step("signing with the key from " + ctx.signing_key.source)
 
     @staticmethod
     def _protected(ctx: ReleaseContext) -> None:

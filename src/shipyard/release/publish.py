@@ -12,6 +12,11 @@ failure part-way never leaves a partly public release behind a tag:
 3. only when all of that succeeded do tags move: the version tag on every hub,
    then the other tags (`latest`) on every hub.
 
+Between the images and the wheels, each image's SBOMs are attached next to it
+on every hub as `cosign attach sbom` does (`attach_sboms`): the manifest staged
+in the image's `sbom` entry, tagged `sha256-<index hex>.sbom`, one
+CycloneDX JSON layer per platform (`mediatypes.CYCLONEDX_JSON`).
+
 An image variant is one more image entry of release.json (`variant`, its tags
 suffixed `-<variant>`): pushed, tagged and verified like the default, its
 version tag (`1.4.0-debug`) moving with the other version tags. A variant equal
@@ -34,18 +39,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from shipyard._fs import sha256_file
+from shipyard.dist import temp_prefix
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.oci.mediatypes import OCI_MANIFEST
 from shipyard.oci.remote.push import LayoutImage, Publisher, move_tags, parse_hub, read_layout_image
 from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.rails import check_tag_move
+from shipyard.release.sbom import Attachment, attachment
+from shipyard.release.signing import SUMS_SIG
 from shipyard.release.staging import SUMS
 
 __all__ = [
@@ -53,6 +63,7 @@ __all__ = [
     "Publish",
     "PublishError",
     "Verify",
+    "attach_sboms",
     "check_staged",
     "check_unlisted",
     "publish_steps",
@@ -80,6 +91,16 @@ def _tag_step(hub: str, art: dict[str, Any], tag: str) -> str:
     return f"tag {hub}/{art['binary']}:{tag}@{art['digest']}"
 
 
+def _sbom_attachments(art: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SBOM attachments of an image entry: the index's, then each platform's."""
+    about = art.get("sbom")
+    return [about, *about.get("platforms", [])] if about else []
+
+
+def _sbom_step(hub: str, art: dict[str, Any], about: dict[str, Any]) -> str:
+    return f"sbom {hub}/{art['binary']}:{about['tag']}@{about['digest']}"
+
+
 def _tag_order(staged: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
     """(image, hub, tag) in the order tags move: version tags everywhere, then the rest."""
     images = [a for a in staged.get("artifacts", []) if a.get("kind") == "image"]
@@ -93,20 +114,40 @@ def _tag_order(staged: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
     ]
 
 
-def publish_steps(staged: dict[str, Any]) -> list[str]:
+def publish_steps(staged: dict[str, Any], *, signed: bool = False) -> list[str]:
     """The journal keys of every publish step of a staged release, in order.
 
-    Every image on every hub by digest, then every wheel, then every tag.
+    Every image on every hub by digest, their SBOMs, then (`signed`: with a signing
+    key) each image's signature and attestation, then every wheel, then every tag.
     """
     steps = []
     for art in staged.get("artifacts", []):
         if art.get("kind") == "image":
             steps += [_upload_step(hub, art) for hub in art["hubs"]]
     for art in staged.get("artifacts", []):
+        if art.get("kind") == "image":
+            steps += [
+                _sbom_step(hub, art, about)
+                for about in _sbom_attachments(art)
+                for hub in art["hubs"]
+            ]
+    for art in staged.get("artifacts", []) if signed else ():
+        if art.get("kind") == "image":
+            steps += [_sign_step(kind, hub, art) for hub in art["hubs"] for kind in SIGNED]
+    for art in staged.get("artifacts", []):
         if art.get("kind") == "wheel":
             steps.append(f"wheel {Path(art['path']).name}")
     steps += [_tag_step(hub, art, tag) for art, hub, tag in _tag_order(staged)]
     return steps
+
+
+# What a signed release attaches to each image on each hub, in this order (cosign's
+# tags: sha256-<hex>.sig, the signature; .att, the provenance attestation).
+SIGNED = ("sign", "attest")
+
+
+def _sign_step(kind: str, hub: str, art: dict[str, Any]) -> str:
+    return f"{kind} {hub}/{art['binary']}@{art['digest']}"
 
 
 NO_INDEX = "no package index is set (SHIPYARD_INDEX_URL or --index-url)"
@@ -203,7 +244,8 @@ def check_unlisted(folder: Path) -> None:
         raise UsageError(
             f"{sums} is missing or unreadable; pass --clean to stage the release again"
         ) from None
-    listed = {line.partition("  ")[2] for line in text.splitlines()} | {SUMS, JOURNAL_NAME}
+    listed = {line.partition("  ")[2] for line in text.splitlines()}
+    listed |= {SUMS, SUMS_SIG, JOURNAL_NAME}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.relative_to(folder).as_posix() not in listed:
             raise UsageError(
@@ -225,7 +267,7 @@ class _Steps:
         self._journal = journal
 
     def run(
-        self, step: str, would: str | Callable[[], str], do: Callable[[], None], **done: Any
+        self, step: str, would: str | Callable[[], str], do: Callable[[], object], **done: Any
     ) -> None:
         """Run `do` for `step` unless journalled; in a dry run report `would` instead."""
         if self._journal.done(step):
@@ -257,9 +299,17 @@ class Publish:
         folder = ctx.release_dir
         images = check_staged(folder, ctx.staged or {})
         check_unlisted(folder)
+        if (folder / SUMS_SIG).is_file() and ctx.signing_key is None:
+            raise UsageError(
+                f"{folder} was staged signed ({SUMS_SIG}), but no signing key is given; "
+                "nothing was sent. Pass the same --signing-key (or SHIPYARD_SIGNING_KEY), "
+                "or --clean to stage the release again unsigned"
+            )
         steps = _Steps(ctx, Journal(folder / JOURNAL_NAME))
         publisher = Publisher(ctx.registry_for, on_step=ctx.on_step)
         self._images(ctx, steps, publisher, images)
+        attach_sboms(ctx, steps, publisher)
+        sign_images(ctx, steps, publisher)
         self._wheels(ctx, steps)
         self._tags(ctx, steps, publisher, images)
 
@@ -380,6 +430,118 @@ class Publish:
         move_tags(client, repo, images[art["path"]].root, [tag], on_step=ctx.on_step)
 
 
+def _staged_attachment(
+    ctx: ReleaseContext, art: dict[str, Any], about: dict[str, Any]
+) -> Attachment:
+    """The SBOM attachment `about` of the image entry `art`, rebuilt from the staged
+    documents; UsageError when it is not the one release.json names."""
+    platforms = {a["path"]: a.get("platform", "") for a in _artifacts(ctx, "sbom")}
+    folder = ctx.release_dir
+    made = attachment(
+        [
+            (
+                PurePosixPath(rel).name,
+                platforms.get(rel, ""),
+                _staged_path(folder, rel).read_bytes(),
+            )
+            for rel in about["documents"]
+        ]
+    )
+    if made.digest != about["digest"]:
+        raise UsageError(
+            f"{folder / 'release.json'}: the SBOMs of {art['binary']} make the attachment "
+            f"{made.digest}, not the staged {about['digest']}; pass --clean to stage again"
+        )
+    return made
+
+
+def _attach(
+    ctx: ReleaseContext,
+    publisher: Publisher,
+    made: Attachment,
+    binary: str,
+    tag: str,
+    hub_text: str,
+) -> None:
+    hub = parse_hub(hub_text)
+    client, repo = publisher.client(hub.host), hub.repository(binary)
+    where = f"{hub.host}/{repo}:{tag}"
+    if client.manifest_exists(repo, tag) == made.digest:
+        ctx.on_step(f"have {where}")
+        return
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("sbom")) as tmp:
+        for digest, data in made.blobs.items():
+            path = Path(tmp) / digest.replace(":", "-")
+            path.write_bytes(data)
+            client.push_blob(repo, digest, len(data), path)
+    pushed = client.put_manifest(repo, tag, made.manifest, OCI_MANIFEST)
+    if pushed != made.digest:
+        raise PublishError(f"{where} was stored as {pushed}, not {made.digest}")
+    ctx.on_step(f"attached {where} -> {pushed}")
+
+
+def attach_sboms(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> None:
+    """Each image's SBOMs next to it on every hub, as `cosign attach sbom` does.
+
+    In the image's repository: `sha256-<index hex>.sbom`, a manifest with one
+    CycloneDX layer per platform, and `sha256-<platform manifest hex>.sbom` with
+    that platform's one (as ko attaches them; `cosign download sbom --platform`
+    reads these). Staged in the image entry's `sbom`; each rebuilt from the staged
+    documents and checked against it. Journalled per hub and tag; a tag already
+    naming the same manifest is success (nothing is pushed).
+    """
+    for art in _artifacts(ctx, "image"):
+        for about in _sbom_attachments(art):
+            made = _staged_attachment(ctx, art, about)
+            for hub_text in art["hubs"]:
+                step = _sbom_step(hub_text, art, about)
+                steps.run(
+                    step,
+                    f"would attach {step}",
+                    functools.partial(
+                        _attach, ctx, publisher, made, art["binary"], about["tag"], hub_text
+                    ),
+                    digest=made.digest,
+                )
+
+
+def sign_images(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> None:
+    """With a signing key: each image on every hub signed (`sha256-<hex>.sig`) and, when
+    the release staged a provenance, attested (`.att`), as cosign does; after the
+    images and their SBOMs, before any tag moves. Journalled per hub and image; an
+    attachment already there with the same bytes is success."""
+    key = ctx.signing_key
+    if key is None:
+        return
+    from shipyard.release.provenance import PROVENANCE_FILE, push_attestation, read_provenance
+    from shipyard.release.signing import push_signature
+
+    staged = ctx.release_dir / PROVENANCE_FILE
+    envelopes = read_provenance(ctx.release_dir) if staged.is_file() else []
+    for art in _artifacts(ctx, "image"):
+        for hub_text in art["hubs"]:
+            hub = parse_hub(hub_text)
+            client, repo = publisher.client(hub.host), hub.repository(art["binary"])
+            digest = art["digest"]
+            step = _sign_step("sign", hub_text, art)
+            steps.run(
+                step,
+                f"would sign {hub.host}/{repo}@{digest} ({key.source})",
+                functools.partial(push_signature, client, repo, digest, key, on_step=ctx.on_step),
+                digest=digest,
+            )
+            for envelope in envelopes:
+                step = _sign_step("attest", hub_text, art)
+                steps.run(
+                    step,
+                    f"would attach the provenance to {hub.host}/{repo}@{digest}",
+                    functools.partial(
+                        push_attestation, client, repo, digest, envelope, on_step=ctx.on_step
+                    ),
+                    digest=digest,
+                )
+
+
 class Verify:
     """Pulls every tag and wheel back and compares digests with release.json."""
 
@@ -409,6 +571,13 @@ class Verify:
                     for entry in json.loads(data).get("manifests", []):
                         if client.manifest_exists(repo, entry["digest"]) != entry["digest"]:
                             raise PublishError(f"{hub.host}/{repo}@{entry['digest']} is missing")
+                if ctx.signing_key is not None:
+                    from shipyard.release.signing import VerifyError, verify_image_signature
+
+                    try:
+                        verify_image_signature(client, repo, art["digest"], ctx.signing_key.public)
+                    except VerifyError as exc:
+                        raise PublishError(str(exc)) from None
                 ctx.on_step(f"verified {hub.host}/{repo} {', '.join(art['tags'])}")
         for art in _artifacts(ctx, "wheel"):
             name = Path(art["path"]).name

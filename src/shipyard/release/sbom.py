@@ -1,6 +1,20 @@
-"""CycloneDX SBOMs: one per binary, over the distributions its builders installed.
+"""CycloneDX SBOMs: one per shipped artifact, from what its builder installed into it.
 
-The set comes from the artifacts' metadata (`installed_dependencies`): what the
+`contents_sbom` describes one zipapp (a universal one once, platform `any`) or
+one platform of an image (each variant's own): exactly the distributions the
+installer put into it, as the builder recorded them at install time
+(`artifacts.Distribution`): name, version, purl (`pkg:pypi/<name>@<version>`),
+the sha256 of the wheel installed (left out when the installer's wheel file was
+not known), the license its METADATA declares, the repository's own wheels
+marked first-party (a `shipyard:first-party` = `true` property), and for an
+image its base image (name and digest) as a `container` component. The document
+is deterministic: its serial number derives from its content, its timestamp is
+the build clock. `attachment` builds the cosign-style OCI manifest that carries
+SBOMs next to an image (`sha256-<hex>.sbom`).
+
+`sbom_json` is the older binary-level document, kept for a binary whose
+contents are not known (only a wheel, or an image built from a Dockerfile). The
+set comes from the artifacts' metadata (`installed_dependencies`): what the
 zipapp and image builders installed for each platform, the binary's own
 distribution left out. A binary whose builders installed nothing that is known
 (only a wheel, or an image built from a Dockerfile) gets its wheel's
@@ -11,17 +25,23 @@ derives from the name and version, its timestamp is the build clock.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import subprocess
 import sys
 import uuid
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.parser import BytesParser
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
+from cyclonedx.contrib.license.factories import LicenseFactory
+from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
 from cyclonedx.output.json import JsonV1Dot6
@@ -29,15 +49,30 @@ from packageurl import PackageURL
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard.artifacts import Artifact
+from shipyard.artifacts import Artifact, Distribution
 from shipyard.errors import BuildError
+from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_CONFIG, OCI_MANIFEST
+from shipyard.release.signing import attachment_config
 
 __all__ = [
+    "FIRST_PARTY",
+    "PLATFORM_NOTE",
+    "Attachment",
+    "BaseImage",
+    "attached_tag",
+    "attachment",
+    "contents_sbom",
     "installed_dependencies",
     "resolve_requirements",
     "sbom_json",
     "wheel_requirements",
 ]
+
+# The property that marks a component as one of the repository's own wheels.
+FIRST_PARTY = "shipyard:first-party"
+# Layer annotations of an attached SBOM: its file name and the platform it describes.
+_TITLE = "org.opencontainers.image.title"
+PLATFORM_NOTE = "dev.shipyard.sbom.platform"
 
 
 def wheel_requirements(wheel: Path) -> list[Requirement]:
@@ -146,3 +181,169 @@ def sbom_json(
         parts.append(part)
     bom.register_dependency(root, parts)
     return str(JsonV1Dot6(bom).output_as_string(indent=2)) + "\n"
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """An image's base: its reference as the build named it, and its digest ("" unknown)."""
+
+    name: str
+    digest: str
+
+
+def _purl_name(name: str) -> str:
+    return str(canonicalize_name(name))
+
+
+def _licenses(text: str | None) -> list[Any]:
+    if not text:
+        return []
+    factory = LicenseFactory()
+    made = factory.make_from_string(text)
+    if type(made).__name__ == "LicenseExpression" or ";" not in text:
+        return [made]
+    return [factory.make_from_string(part.strip()) for part in text.split(";") if part.strip()]
+
+
+def _component(dist: Distribution) -> Component:
+    purl = PackageURL("pypi", None, _purl_name(dist.name), dist.version)
+    return Component(
+        name=dist.name,
+        version=dist.version,
+        type=ComponentType.LIBRARY,
+        bom_ref=purl.to_string(),
+        purl=purl,
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=dist.sha256)] if dist.sha256 else [],
+        licenses=_licenses(dist.license),
+        properties=[Property(name=FIRST_PARTY, value="true")] if dist.first_party else [],
+    )
+
+
+def _base_component(base: BaseImage) -> Component:
+    algorithm, _, hexpart = base.digest.partition(":")
+    hashes = [HashType(alg=HashAlgorithm.SHA_256, content=hexpart)] if algorithm == "sha256" else []
+    purl = None
+    # A registry reference (host/path[:tag]) gets an OCI purl; a local layout does not.
+    if base.digest and "://" not in base.name and not base.name.startswith("oci-layout:"):
+        repository = base.name.split("@", 1)[0]
+        last = repository.rsplit("/", 1)[-1]
+        if ":" in last:
+            repository = repository[: -len(last)] + last.split(":", 1)[0]
+        purl = PackageURL(
+            "oci",
+            None,
+            repository.rsplit("/", 1)[-1].lower(),
+            base.digest,
+            qualifiers={"repository_url": repository},
+        )
+    return Component(
+        name=base.name,
+        version=base.digest or None,
+        type=ComponentType.CONTAINER,
+        bom_ref=f"base-image:{base.name}@{base.digest}",
+        hashes=hashes,
+        purl=purl,
+        properties=[Property(name="shipyard:base-image", value="true")],
+    )
+
+
+def contents_sbom(
+    name: str,
+    version: str,
+    platform: str,
+    distributions: Iterable[Distribution],
+    *,
+    epoch: int,
+    of: str,
+    base: BaseImage | None = None,
+) -> str:
+    """The CycloneDX 1.6 JSON document of one artifact: `name` `version` for
+    `platform` (`any`: a universal zipapp), described by `of` (its path or digest),
+    listing each of `distributions` once and, for an image, its `base`."""
+    dists = {(_purl_name(d.name), d.version): d for d in distributions}
+    ordered = [dists[key] for key in sorted(dists)]
+    content = json.dumps(
+        [
+            name,
+            version,
+            platform,
+            of,
+            [[d.name, d.version, d.sha256, d.license, d.first_party] for d in ordered],
+            [base.name, base.digest] if base else None,
+        ]
+    )
+    serial = uuid.uuid5(
+        uuid.NAMESPACE_URL, "shipyard:" + hashlib.sha256(content.encode()).hexdigest()
+    )
+    root = Component(
+        name=name,
+        version=version,
+        type=ComponentType.CONTAINER if base is not None else ComponentType.APPLICATION,
+        bom_ref=f"shipyard:{name}@{version}:{platform}",
+        properties=[
+            Property(name="shipyard:platform", value=platform),
+            Property(name="shipyard:of", value=of),
+        ],
+    )
+    bom = Bom(serial_number=serial)
+    bom.metadata.component = root
+    bom.metadata.timestamp = datetime.fromtimestamp(epoch, UTC)
+    parts = [_component(d) for d in ordered]
+    if base is not None:
+        parts.append(_base_component(base))
+    for part in parts:
+        bom.components.add(part)
+    bom.register_dependency(root, parts)
+    return str(JsonV1Dot6(bom).output_as_string(indent=2)) + "\n"
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """An OCI manifest carrying SBOM documents as layers, as `cosign attach sbom` writes
+    one: the manifest bytes and every blob it names (digest -> bytes)."""
+
+    manifest: bytes
+    blobs: Mapping[str, bytes]
+
+    @property
+    def digest(self) -> str:
+        """The manifest's digest."""
+        return "sha256:" + hashlib.sha256(self.manifest).hexdigest()
+
+
+def attached_tag(digest: str) -> str:
+    """The tag cosign attaches an SBOM under: `sha256-<hex>.sbom` for `digest`."""
+    algorithm, _, hexpart = digest.partition(":")
+    return f"{algorithm}-{hexpart}.sbom"
+
+
+def attachment(documents: Sequence[tuple[str, str, bytes]]) -> Attachment:
+    """The manifest whose layers are `documents` ((file name, platform, bytes)), each
+    typed `CYCLONEDX_JSON` (CycloneDX JSON), with cosign's near-empty image config.
+    Deterministic: the same documents give the same digest."""
+    blobs: dict[str, bytes] = {}
+    layers = []
+    for filename, platform, data in documents:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        layers.append(
+            {
+                "mediaType": CYCLONEDX_JSON,
+                "size": len(data),
+                "digest": digest,
+                "annotations": {_TITLE: filename, PLATFORM_NOTE: platform},
+            }
+        )
+    config = attachment_config(layers)  # cosign's near-empty config
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    blobs[config_digest] = config
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "size": len(config), "digest": config_digest},
+            "layers": layers,
+        },
+        separators=(",", ":"),
+    ).encode()
+    return Attachment(manifest, blobs)

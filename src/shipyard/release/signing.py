@@ -56,6 +56,7 @@ __all__ = [
     "SigningKey",
     "VerifyError",
     "attached_tag",
+    "attachment_config",
     "fetch_blob",
     "generate_keypair",
     "load_public_key",
@@ -356,7 +357,7 @@ class PushedSignature:
     pushed: bool  # False: the tag already held this layer (a resumed publish)
 
 
-def _config(layers: list[dict[str, Any]]) -> bytes:
+def attachment_config(layers: list[dict[str, Any]]) -> bytes:
     """The near-empty image config cosign gives its signature manifests."""
     zero = "0001-01-01T00:00:00Z"
     return json.dumps(
@@ -429,7 +430,7 @@ def push_attached(
         return PushedSignature(repo, tag, found, pushed=False)
     _put_blob(registry, repo, layer.data)
     layers = [*layers, layer.descriptor()]
-    config = _config(layers)
+    config = attachment_config(layers)
     config_digest = _put_blob(registry, repo, config)
     manifest = json.dumps(
         {

@@ -1,5 +1,15 @@
 """The stage stage: dist/release/<version>/ with artifacts, SBOMs, sums and release.json.
 
+SBOMs describe what shipped (`sbom.contents_sbom`): one per zipapp
+(`sbom/<zipapp name without .pyz>.cdx.json`) and one per platform of each image
+and image variant (`sbom/<binary>-<version>-image[-<variant>]-<os>_<arch>.cdx.json`),
+each listed in release.json as kind `sbom` with `binary`, `platform` and `of`
+(the zipapp's path, or the platform manifest's digest; `image` the index digest).
+An image entry names the SBOM attachment publish pushes next to it (`sbom`).
+A binary none of whose artifacts has known contents (only a wheel, or a
+Dockerfile image) keeps the binary-level `sbom/<binary>.cdx.json`, resolved from
+its wheel's requirements.
+
 The folder is assembled under a temporary name and renamed into place, so it
 exists whole or not at all. Publish reads only this folder, so a resumed release
 publishes exactly what was staged.
@@ -15,27 +25,33 @@ from pathlib import Path
 from typing import Any
 
 from shipyard._fs import atomic_write, sha256_file
-from shipyard.artifacts import ANY, Artifact, select
+from shipyard.artifacts import ANY, Artifact, Distribution, select
 from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, variant_of
 from shipyard.builders.wheel import build_info
 from shipyard.dist import staged_path, temp_prefix
-from shipyard.oci.remote.push import variant_tags
+from shipyard.oci.remote.push import parse_hub, variant_tags
 from shipyard.release.archives import find_license, write_release_archive
 from shipyard.release.building import artifacts as built_artifacts
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME
 from shipyard.release.sbom import (
+    BaseImage,
+    attached_tag,
+    attachment,
+    contents_sbom,
     installed_dependencies,
     resolve_requirements,
     sbom_json,
     wheel_requirements,
 )
+from shipyard.release.signing import SUMS_SIG, sign_sums
 
 __all__ = ["RELEASE_JSON", "SUMS", "StageRelease", "changelog", "sha256sums"]
 
 RELEASE_JSON = "release.json"
 SUMS = "SHA256SUMS"
-_UNSUMMED = {SUMS, JOURNAL_NAME}
+# The sums, their signature (of the sums) and the journal are not in SHA256SUMS.
+_UNSUMMED = {SUMS, SUMS_SIG, JOURNAL_NAME}
 
 
 def sha256sums(folder: Path) -> str:
@@ -164,6 +180,173 @@ def _stage_archives(
     return entries
 
 
+_BASE_NAME = "org.opencontainers.image.base.name"
+_BASE_DIGEST = "org.opencontainers.image.base.digest"
+
+
+def _installed_for(art: Artifact, platform: str) -> tuple[Distribution, ...] | None:
+    """What was installed for `platform` (`linux/arm64/v8` matches `linux/arm64`);
+    every platform's, merged, for `any`; None if not known."""
+    installed = art.metadata.installed
+    if installed is None:
+        return None
+    if platform == ANY:
+        return art.metadata.distributions()
+    short = "/".join(platform.split("/")[:2])
+    for entry in installed:
+        if entry.platform in (platform, short):
+            return entry.distributions
+    return None
+
+
+def _base_of(layout: Path, manifest_digest: str) -> BaseImage | None:
+    """The base image a platform manifest of `layout` names in its annotations."""
+    algorithm, _, hexpart = manifest_digest.partition(":")
+    try:
+        data = json.loads((layout / "blobs" / algorithm / hexpart).read_bytes())
+    except (OSError, ValueError):
+        return None
+    notes = data.get("annotations") or {} if isinstance(data, dict) else {}
+    name = notes.get(_BASE_NAME)
+    return BaseImage(name, notes.get(_BASE_DIGEST, "")) if isinstance(name, str) else None
+
+
+def _references(hubs: list[str], binary: str, tag: str) -> list[str]:
+    """`host/repository:tag` of `binary`'s `tag` on each of `hubs`."""
+    return [f"{h.host}/{h.repository(binary)}:{tag}" for h in map(parse_hub, hubs)]
+
+
+def _write_sbom(tmp: Path, rel: str, text: str, **extra: Any) -> dict[str, Any]:
+    (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(tmp / rel, text.encode())
+    return _file(tmp, rel, kind="sbom", **extra)
+
+
+def _stage_sboms(
+    ctx: ReleaseContext,
+    tmp: Path,
+    built: tuple[Artifact, ...],
+    staged: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """An SBOM per zipapp and per image platform (and variant) whose contents are
+    known; their release.json entries and the binaries they cover. Each staged image
+    entry with SBOMs gets `sbom`: the attachment publish pushes (its tag, manifest
+    digest, the documents in layer order, and the reference on each hub)."""
+    entries: list[dict[str, Any]] = []
+    covered: set[str] = set()
+    version, epoch = ctx.stamp.version, ctx.stamp.epoch
+    for art in select(built, kind="zipapp"):
+        dists = _installed_for(art, art.platform)
+        if dists is None:
+            continue
+        of = staged_path("zipapp", art.path.name)
+        name = art.path.name.removesuffix(".pyz")
+        text = contents_sbom(art.binary, version, art.platform, dists, epoch=epoch, of=of)
+        rel = staged_path("sbom", name)
+        entries.append(_write_sbom(tmp, rel, text, binary=art.binary, platform=art.platform, of=of))
+        covered.add(art.binary)
+    images = {(e["binary"], e.get("variant", "")): e for e in staged if e["kind"] == "image"}
+    done: set[str] = set()  # a variant equal to the default has the default's SBOMs
+    for art in select(built, kind="image"):
+        image, variant = art.metadata.image, variant_of(art)
+        entry = images.get((art.binary, variant))
+        if image is None or entry is None or image.digest in done:
+            continue
+        documents: list[tuple[str, str, str]] = []
+        for manifest in image.manifests:
+            dists = _installed_for(art, manifest.platform)
+            if dists is None:
+                break
+            base = _base_of(art.path.parent, manifest.digest)
+            suffix = f"-{variant}" if variant else ""
+            flat = manifest.platform.replace("/", "_")
+            rel = staged_path("sbom", f"{art.binary}-{version}-image{suffix}-{flat}")
+            text = contents_sbom(
+                art.binary,
+                version,
+                manifest.platform,
+                dists,
+                epoch=epoch,
+                of=manifest.digest,
+                base=base,
+            )
+            extra: dict[str, Any] = {"variant": variant} if variant else {}
+            entries.append(
+                _write_sbom(
+                    tmp,
+                    rel,
+                    text,
+                    binary=art.binary,
+                    platform=manifest.platform,
+                    of=manifest.digest,
+                    image=image.digest,
+                    **extra,
+                )
+            )
+            documents.append((rel, manifest.platform, manifest.digest))
+        else:
+            if not documents:
+                continue
+            done.add(image.digest)
+            covered.add(art.binary)
+            attached = attachment(
+                [
+                    (Path(rel).name, platform, (tmp / rel).read_bytes())
+                    for rel, platform, _ in documents
+                ]
+            )
+            hubs = [str(text) for text in entry["hubs"]]
+            # One manifest per platform image too (one layer), as ko attaches them:
+            # what `cosign download sbom --platform` reads.
+            platforms = []
+            for rel, platform, digest in documents:
+                one = attachment([(Path(rel).name, platform, (tmp / rel).read_bytes())])
+                platforms.append(
+                    {
+                        "platform": platform,
+                        "of": digest,
+                        "tag": attached_tag(digest),
+                        "digest": one.digest,
+                        "documents": [rel],
+                        "references": _references(hubs, art.binary, attached_tag(digest)),
+                    }
+                )
+            tag = attached_tag(image.digest)
+            entry["sbom"] = {
+                "tag": tag,
+                "digest": attached.digest,
+                "documents": [rel for rel, _, _ in documents],
+                "references": _references(hubs, art.binary, tag),
+                "platforms": platforms,
+            }
+    return entries, covered
+
+
+def _sign_provenance(ctx: ReleaseContext, folder: Path, staged: dict[str, Any]) -> None:
+    """Write provenance.intoto.jsonl: the SLSA v1 Statement of the staged release (its
+    subjects: every artifact of `staged`), in a DSSE envelope signed with the key."""
+    from shipyard.release.provenance import provenance_statement, write_provenance
+
+    assert ctx.signing_key is not None
+    options = ctx.options
+    parameters = {
+        "version": ctx.stamp.version,
+        "binaries": sorted(b.name for b in ctx.plan.binaries),
+        "snapshot": options.snapshot,
+        "dry_run": options.dry_run,
+        "allow_dirty": options.allow_dirty,
+        "clobber": options.clobber,
+        "force_protected": options.force_protected,
+    }
+    statement = provenance_statement(
+        staged,
+        manifest_path=ctx.manifest.path,
+        parameters=parameters,
+        finished=ctx.stamp.created,
+    )
+    write_provenance(folder, statement, ctx.signing_key)
+
+
 class StageRelease:
     """Assembles dist/release/<version>/ atomically; named `stage` in the pipeline."""
 
@@ -231,9 +414,11 @@ class StageRelease:
         artifacts += _stage_archives(ctx, tmp, select(built, kind="zipapp"))
         for binary in ctx.image_binaries():
             artifacts += _stage_images(ctx, tmp, binary.name, select(built, kind="image"))
+        sboms, covered = _stage_sboms(ctx, tmp, built, artifacts)
+        artifacts += sboms
         for binary in ctx.plan.binaries:
             wheel = wheel_of.get(binary.name)
-            if wheel is None:
+            if wheel is None or binary.name in covered:
                 continue
             own = wheel.metadata.wheel.name if wheel.metadata.wheel else None
             deps = installed_dependencies(select(built, binary=binary.name), own)
@@ -259,7 +444,11 @@ class StageRelease:
             "artifacts": artifacts,
         }
         atomic_write(tmp / RELEASE_JSON, (json.dumps(staged, indent=2) + "\n").encode())
+        if ctx.signing_key is not None:  # provenance over release.json, listed in the sums
+            _sign_provenance(ctx, tmp, staged)
         atomic_write(tmp / SUMS, sha256sums(tmp).encode())
+        if ctx.signing_key is not None:
+            sign_sums(tmp, ctx.signing_key)
         if ctx.publishing and not ctx.options.dry_run:
             (tmp / JOURNAL_NAME).touch()  # marks the folder as a release to resume
         return staged

@@ -416,7 +416,11 @@ class ImageBuilder:
             installed_of = {
                 py: tuple(
                     Installed(
-                        r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions)
+                        r.platform,
+                        tuple(
+                            Distribution(d.name, d.version, d.sha256, d.license, d.first_party)
+                            for d in r.distributions
+                        ),
                     )
                     for r in rs
                 )

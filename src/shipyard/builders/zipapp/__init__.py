@@ -435,7 +435,11 @@ class ZipappBuilder:
             installed.setdefault(
                 r.platform,
                 Installed(
-                    r.platform, tuple(Distribution(d.name, d.version) for d in r.distributions)
+                    r.platform,
+                    tuple(
+                        Distribution(d.name, d.version, d.sha256, d.license, d.first_party)
+                        for d in r.distributions
+                    ),
                 ),
             )
         return Artifact(
