@@ -295,6 +295,8 @@ def _release(folder: Path, key: SigningKey) -> dict[str, Any]:
         json.dumps({"schemaVersion": 2, "manifests": [{"digest": digest, "size": len(index)}]})
     )
     artifacts: list[dict[str, Any]] = []
+    (folder / "sbom").mkdir()
+    (folder / "sbom" / "hello.cdx.json").write_bytes(b'{"bomFormat": "CycloneDX"}')
     for kind, rel in (
         ("wheel", "wheels/hello-1.0-py3-none-any.whl"),
         ("zipapp", "zipapps/hello.pyz"),
@@ -316,6 +318,16 @@ def _release(folder: Path, key: SigningKey) -> dict[str, Any]:
             "digest": digest,
             "hubs": ["127.0.0.1:5000/mesh"],
             "tags": ["1.0", "latest"],
+        }
+    )
+    sbom = (folder / "sbom" / "hello.cdx.json").read_bytes()
+    artifacts.append(  # the SBOM of the zipapp
+        {
+            "kind": "sbom",
+            "path": "sbom/hello.cdx.json",
+            "sha256": hashlib.sha256(sbom).hexdigest(),
+            "size": len(sbom),
+            "of": "zipapps/hello.pyz",
         }
     )
     staged = {
@@ -366,7 +378,7 @@ def test_the_provenance_statement_is_slsa_v1_with_every_subject(
     assert names["wheels/hello-1.0-py3-none-any.whl"] == {"sha256": wheel["sha256"]}
     image_hex = staged["artifacts"][2]["digest"].partition(":")[2]
     assert names["127.0.0.1:5000/mesh/hello:1.0"] == {"sha256": image_hex}
-    assert len(names) == 3 and statement["subject"] == expected_subjects(staged)
+    assert len(names) == 4 and statement["subject"] == expected_subjects(staged)
     build = statement["predicate"]["buildDefinition"]
     assert build["buildType"] == BUILD_TYPE
     assert build["externalParameters"]["version"] == "1.0"
@@ -396,7 +408,7 @@ def test_verify_accepts_the_release_then_names_each_tampering(
     _release(folder, key)
     done = verify_release(folder, public)
     assert any("SHA256SUMS.sig" in line for line in done)
-    assert any("3 subject(s) match" in line for line in done)
+    assert any("4 subject(s) match" in line for line in done)
     # A file changed after staging.
     wheel = folder / "wheels" / "hello-1.0-py3-none-any.whl"
     wheel.write_bytes(b"other bytes")
@@ -520,3 +532,28 @@ def test_cli_keygen_and_verify_exit_codes(
         main(["verify", "--key", f"{prefix}.pub", "--bogus", str(folder)])
     assert exited.value.code == 2
     assert os.path.exists(f"{prefix}.pub")
+
+
+def test_verify_names_an_sbom_that_describes_what_the_release_does_not_list(
+    pair: tuple[SigningKey, Path, Path], tmp_path: Path
+) -> None:
+    key, _, public_path = pair
+    folder = tmp_path / "release"
+    staged = _release(folder, key)
+    public = load_public_key(public_path)
+    verify_release(folder, public)  # as staged: the SBOM is of the listed zipapp
+    # A release signed as it is, whose SBOM names another artifact: the SBOM check
+    # (not the sums, which hold) fails it.
+    sbom = next(a for a in staged["artifacts"] if a["kind"] == "sbom")
+    sbom["of"] = "zipapps/other.pyz"
+    (folder / "release.json").write_text(json.dumps(staged, indent=2))
+    statement = provenance_statement(
+        staged,
+        manifest_path=tmp_path / "repo" / "binaries.yaml",
+        parameters={"selection": {"binaries": ["hello"]}, "flags": {"snapshot": False}},
+    )
+    write_provenance(folder, statement, key)
+    (folder / "SHA256SUMS").write_text(sha256sums(folder))
+    sign_sums(folder, key)
+    with pytest.raises(VerifyError, match=r"describes zipapps/other\.pyz, which release\.json"):
+        verify_release(folder, public)

@@ -336,8 +336,23 @@ def _check_sums(folder: Path) -> int:
 
 
 def _check_release_json(folder: Path, staged: Mapping[str, Any]) -> None:
-    """release.json's file digests and image index digests match the folder."""
-    for art in staged.get("artifacts", []):
+    """release.json's file digests and image index digests match the folder, and each
+    SBOM describes an artifact the release lists (`of`: a path, or an image's or
+    platform manifest's digest)."""
+    artifacts = staged.get("artifacts", [])
+    described = {str(a.get("path")) for a in artifacts} | {
+        str(d)
+        for a in artifacts
+        if a.get("kind") == "image"
+        for d in (a.get("digest"), *(m.get("digest") for m in a.get("manifests") or []))
+    }
+    for art in artifacts:
+        of = art.get("of")
+        if art.get("kind") == "sbom" and of is not None and str(of) not in described:
+            raise VerifyError(
+                f"{folder / str(art.get('path'))} describes {of}, which release.json does not list"
+            )
+    for art in artifacts:
         path = folder / str(art.get("path"))
         if art.get("kind") == "image":
             try:
