@@ -17,32 +17,46 @@ it to a registry started here that asks for basic authentication. What holds:
   blobs by mount (`invoke promote`, the same command through invoke);
 - no-clobber: `latest` on another image moves (a movable tag), the version tag
   on another image stops the promotion (exit 2) unless --clobber;
-- a staging image replaced after the release stops it before any tag moves.
+- a staging image replaced after the release stops it before any tag moves;
+- the image's SBOM attachments (`sha256-<hex>.sbom`) arrive at the final hub; a
+  release staged signed is promoted only with its key (exit 2 and nothing sent
+  without it), and then the image is signed for its final repository (openssl
+  checks the signature, `shipyard verify` accepts the image) and the staged
+  provenance attached byte for byte, all before any tag moves.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from shipyard.artifacts import Distribution, Installed
+from shipyard.engine.keys import ActionKey, Inputs
+from shipyard.engine.plan import Action
+from shipyard.engine.scheduler import Artifact, BuildContext, Builder
 from shipyard.oci.remote.auth import Credentials
 from shipyard.oci.remote.push import Publisher
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions, release
+from shipyard.release.provenance import read_provenance
+from shipyard.release.signing import SUMS_SIG, attached_tag, fetch_blob, generate_keypair
+from tests.integration._release import BUILDERS as STAND_INS
 from tests.integration._release import (
     INDEX_PASSWORD,
     INDEX_USER,
     RUN,
     Hubs,
+    LayoutImageBuilder,
     PackageServer,
     context,
     hubs,
@@ -53,6 +67,7 @@ from tests.integration.conftest import REPO, Services
 from tests.integration.pypi import package_index
 from tests.integration.registries import PASSWORD, USER
 from tests.integration.test_push import make_layout, skopeo_raw
+from tests.integration.test_signing import _openssl_verify
 
 __all__ = ["hubs", "pypiserver"]  # fixtures the tests take, imported for pytest to find
 pytestmark = [pytest.mark.integration, pytest.mark.requires("registry", "skopeo")]
@@ -77,6 +92,26 @@ binaries:
       protected: ["${HUB:-FINAL_HUB}"]
       tags: [latest]
 """
+
+
+class SbomImageBuilder(LayoutImageBuilder):
+    """The stand-in image builder, saying what each platform got (meshctl), so that
+    staging writes an SBOM per platform and publish attaches them beside the image."""
+
+    def inputs(self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]) -> Inputs:
+        return {**super().inputs(action, ctx, deps), "installed": "meshctl"}
+
+    def build(
+        self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
+    ) -> tuple[Artifact, ...]:
+        (art,) = super().build(action, ctx, deps, key)
+        assert art.metadata.image is not None
+        got = (Distribution(action.binaries[0], ctx.stamp.version, first_party=True),)
+        installed = tuple(Installed(m.platform, got) for m in art.metadata.image.manifests)
+        return (replace(art, metadata=replace(art.metadata, installed=installed)),)
+
+
+BUILDERS: dict[str, Builder] = {**STAND_INS, "image": SbomImageBuilder()}
 
 
 @dataclass(frozen=True)
@@ -111,7 +146,7 @@ def staged(
             "SHIPYARD_INDEX_USER": INDEX_USER,
             "SHIPYARD_INDEX_PASSWORD": INDEX_PASSWORD,
         }
-        ctx = context(repo, env, ReleaseOptions(version=VERSION))
+        ctx = context(repo, env, ReleaseOptions(version=VERSION), builders=BUILDERS)
         release(ctx)
     assert [r.status for r in ctx.results] == ["ran"] * 6
     release_json = json.loads((repo / "dist" / "release" / VERSION / "release.json").read_text())
@@ -197,6 +232,9 @@ def test_promote_copies_every_digest_to_a_registry_with_auth_and_builds_nothing(
         assert "sha256:" + hashlib.sha256(raw).hexdigest() == digest
     listed = [m["digest"] for m in json.loads(raw)["manifests"]]
     assert listed == [m["digest"] for m in staged.image["manifests"]] and len(listed) == 2
+    sboms = [staged.image["sbom"], *staged.image["sbom"]["platforms"]]
+    assert len(sboms) == 3  # the SBOMs attached beside it, as release publish attaches them
+    assert [client.manifest_exists(repo, s["tag"]) for s in sboms] == [s["digest"] for s in sboms]
     for child in listed:  # every platform manifest, byte for byte
         data, _, found = client.get_manifest(repo, child)
         assert found == child == "sha256:" + hashlib.sha256(data).hexdigest()
@@ -299,3 +337,111 @@ def test_no_clobber_moves_latest_but_not_the_version_tag_unless_clobber(
     assert moved.returncode == 0, moved.stderr
     assert f"--clobber: {final}/meshctl:{VERSION} ({other}) will move" in moved.stderr
     assert [client.manifest_exists(repo, tag) for tag in TAGS] == [digest, digest]
+
+
+def test_a_signed_release_is_promoted_with_its_sboms_signatures_and_provenance(
+    services: Services, hubs: Hubs, staged: Staged, tmp_path: Path
+) -> None:
+    """A release staged signed and published to the staging hub (SBOMs, .sig, .att
+    beside its image), promoted with its key to the registry with auth: the SBOM
+    attachments arrive byte for byte, the image is signed anew for the final
+    repository (a staging signature names the staging one), the staged provenance is
+    attached as it is; without the key, exit 2 and nothing is sent."""
+    key, public = tmp_path / "cosign.key", tmp_path / "cosign.pub"
+    generate_keypair(key, public)
+    staging = f"{hubs.open}/promo-signed-stage-{RUN}"
+    final = f"{hubs.basic.host}/promo-signed-{RUN}"
+    staging_repo, final_repo = f"promo-signed-stage-{RUN}/meshctl", f"promo-signed-{RUN}/meshctl"
+    # Images only: no wheel, so no package index on either side.
+    manifest = MANIFEST.replace("FINAL_HUB", final).replace("[wheel, image]", "[image]")
+    repo = make_repo(tmp_path / "repo", manifest)
+    env = {k: v for k, v in staged.env.items() if not k.startswith("SHIPYARD_INDEX_")}
+    signing = {"SHIPYARD_SIGNING_KEY": str(key)}
+    options = ReleaseOptions(version=VERSION)
+    ctx = context(repo, env | signing | {"CI": "true", "HUB": staging}, options, builders=BUILDERS)
+    release(ctx)
+    assert [r.status for r in ctx.results] == ["ran"] * 6
+    folder = repo / "dist" / "release" / VERSION
+    assert (folder / SUMS_SIG).is_file()
+    (image,) = [
+        a
+        for a in json.loads((folder / "release.json").read_text())["artifacts"]
+        if a["kind"] == "image"
+    ]
+    digest, attachments = image["digest"], [image["sbom"], *image["sbom"]["platforms"]]
+    assert len(attachments) == 3  # the index's SBOM and each platform's
+    (envelope,) = read_provenance(folder)
+    client, open_client = basic_client(hubs), Registry(hubs.open)
+    sig_tag, att_tag = attached_tag(digest, "sig"), attached_tag(digest, "att")
+    assert open_client.manifest_exists(staging_repo, sig_tag) is not None  # staged signed
+
+    def promote(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "shipyard", "promote", f"--version={VERSION}", *args],
+            cwd=repo,
+            env=env | {"CI": "true"},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+    # Without the key: exit 2 before anything is sent to the final hub.
+    refused = promote(f"--from={staging}")
+    assert refused.returncode == 2, refused.stderr
+    assert "staged signed (SHA256SUMS.sig), but no signing key is given" in refused.stderr
+    for ref in (digest, *TAGS, sig_tag, att_tag, *(a["tag"] for a in attachments)):
+        assert client.manifest_exists(final_repo, ref) is None, ref
+    # A dry run with the key says what it would attach and sign, and sends nothing.
+    dry = promote(f"--from={staging}", f"--signing-key={key}", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would sign {final}/meshctl@{digest} (--signing-key {key})" in dry.stderr
+    assert f"would attach the provenance to {final}/meshctl@{digest}" in dry.stderr
+    for about in attachments:
+        assert f"would attach {final}/meshctl:{about['tag']} -> {about['digest']}" in dry.stderr
+    assert client.manifest_exists(final_repo, sig_tag) is None
+    # With the key: promoted, signed and attested at the final hub before any tag moved.
+    done = promote(f"--from={staging}", f"--signing-key={key}")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    first_tag = min(n for n, line in enumerate(lines) if line.startswith("tagged "))
+    for mark in (f"{final_repo}:{sig_tag} -> ", f"{final_repo}:{att_tag} -> ", ".sbom -> "):
+        assert max(n for n, line in enumerate(lines) if mark in line) < first_tag, mark
+    assert f"verified the signature of {final}/meshctl@{digest}" in done.stderr
+    # The SBOMs: the very manifests and documents the staging hub has.
+    for about in attachments:
+        data, _, found = client.get_manifest(final_repo, about["tag"])
+        assert (data, found) == open_client.get_manifest(staging_repo, about["tag"])[::2]
+        assert found == about["digest"]
+        layers = json.loads(data)["layers"]
+        documents = [fetch_blob(client, final_repo, layer["digest"]) for layer in layers]
+        assert documents == [(folder / rel).read_bytes() for rel in about["documents"]]
+    # The signature: over a payload naming the final repository, checked by openssl.
+    (layer,) = json.loads(client.get_manifest(final_repo, sig_tag)[0])["layers"]
+    payload = fetch_blob(client, final_repo, layer["digest"])
+    critical = json.loads(payload)["critical"]
+    assert critical["identity"]["docker-reference"] == f"{hubs.basic.host}/{final_repo}"
+    assert critical["image"]["docker-manifest-digest"] == digest
+    signature = base64.b64decode(layer["annotations"]["dev.cosignproject.cosign/signature"])
+    assert _openssl_verify(public, signature, payload, tmp_path / "o") == "Verified OK"
+    assert _openssl_verify(public, signature, payload + b" ", tmp_path / "x") != "Verified OK"
+    # The attestation: the staged envelope, byte for byte.
+    (layer,) = json.loads(client.get_manifest(final_repo, att_tag)[0])["layers"]
+    assert fetch_blob(client, final_repo, layer["digest"]) == envelope
+    # `shipyard verify` accepts the final image with the public key.
+    verified = subprocess.run(
+        [sys.executable, "-m", "shipyard", "verify", f"{final}/meshctl:{VERSION}", "--key", public],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert f"verified {final}/meshctl@{digest}" in verified.stdout
+    # Again: everything is there; nothing is attached or signed twice.
+    again = promote(f"--from={staging}", f"--signing-key={key}", "--json")
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)
+    assert result["sboms_attached"] == result["signatures_pushed"] == 0
+    assert result["attestations_pushed"] == result["tags_moved"] == 0

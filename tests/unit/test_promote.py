@@ -23,7 +23,9 @@ from shipyard.cli import main, parser
 from shipyard.cli.tasks import ns
 from shipyard.errors import UsageError
 from shipyard.manifest import Manifest, load_manifest
-from shipyard.release.promote import PromoteOptions, plan_promotion
+from shipyard.release.promote import PromoteOptions, check_signing_key, plan_promotion, promote
+from shipyard.release.sbom import PLATFORM_NOTE, attached_tag, attachment
+from shipyard.release.signing import generate_keypair, load_signing_key, sign_sums
 from tests.unit.test_invoke_tasks import shipyard_argv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -286,6 +288,139 @@ def test_cli_exit_codes_for_bad_input(
     assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == ["release"]
 
 
+def sign_release(root: Path, name: str = "cosign") -> Path:
+    """Sign the staged release of `make_repo` as staging does (SHA256SUMS and its .sig)
+    with a new key pair in `root/keys`; the private key's path."""
+    folder = root / "dist" / "release" / "1.0.0"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SHA256SUMS").write_text("0" * 64 + "  release.json\n")
+    keys = root / "keys"
+    keys.mkdir(exist_ok=True)
+    sign_sums(folder, generate_keypair(keys / f"{name}.key", keys / f"{name}.pub"))
+    return keys / f"{name}.key"
+
+
+@pytest.fixture
+def index_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package index set (nobody listens at 127.0.0.1:9): a refusal seen is not its."""
+    monkeypatch.setenv("SHIPYARD_INDEX_URL", "http://127.0.0.1:9/")
+    monkeypatch.setenv("SHIPYARD_INDEX_USER", "u")
+    monkeypatch.setenv("SHIPYARD_INDEX_PASSWORD", "p")
+    for name in ("SHIPYARD_SIGNING_KEY", "SHIPYARD_SIGNING_KEY_PASSWORD", "VERSION", "HUB"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("index_env")
+def test_a_release_staged_signed_is_not_promoted_without_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 2 before any registry is asked (nobody listens at 127.0.0.1:9: asking would
+    be exit 1 after retries) and before promote makes its scratch folder under dist/."""
+    path = make_repo(tmp_path)
+    key = sign_release(tmp_path)
+    argv = ["promote", "-f", str(path), "--from=127.0.0.1:9/s", "--to=127.0.0.1:9/final"]
+    assert main([*argv, "--version=1.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert "was staged signed (SHA256SUMS.sig), but no signing key is given" in err
+    assert "nothing was sent" in err and "--signing-key PATH (or SHIPYARD_SIGNING_KEY)" in err
+    assert "must not drop the release's signatures" in err
+    # The library refuses the same way, whoever calls it.
+    promotion = plan(path, to=("127.0.0.1:9/final",))
+    assert promotion.signed
+    with pytest.raises(UsageError, match=r"staged signed .* no signing key is given"):
+        promote(promotion, index=None)
+    # Another key than the one that signed it: refused too, naming where it came from.
+    other = sign_release(tmp_path / "elsewhere", "other")
+    assert main([*argv, "--version=1.0.0", f"--signing-key={other}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--signing-key {other}: not the key that signed the release" in err
+    assert "does not verify" in err and "nothing was sent" in err
+    monkeypatch.setenv("SHIPYARD_SIGNING_KEY", str(other))
+    assert main([*argv, "--version=1.0.0"]) == 2
+    assert "$SHIPYARD_SIGNING_KEY=" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "dist").iterdir()) == ["release"]
+    # With its own key (from the variable, as the CLI loads it) the check passes.
+    monkeypatch.setenv("SHIPYARD_SIGNING_KEY", str(key))
+    check_signing_key(promotion, load_signing_key(None, os.environ))
+
+
+@pytest.mark.usefixtures("index_env")
+def test_a_bad_signing_key_stops_promote_before_anything_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = make_repo(tmp_path)
+    # 9.9.9 is not staged: the key is loaded first, so the key is what is refused.
+    argv = ["promote", "-f", str(path), "--from=127.0.0.1:9/s", "--version=9.9.9"]
+    missing = tmp_path / "nope.key"
+    assert main([*argv, f"--signing-key={missing}"]) == 2
+    assert f"--signing-key {missing}: no such file" in capsys.readouterr().err
+    (tmp_path / "bad.key").write_text("secret-ish bytes")
+    assert main([*argv, f"--signing-key={tmp_path / 'bad.key'}"]) == 2
+    err = capsys.readouterr().err
+    assert "not a PEM private key" in err and "secret-ish" not in err
+    monkeypatch.setenv("SHIPYARD_SIGNING_KEY", "garbage")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "$SHIPYARD_SIGNING_KEY names no file" in err and "garbage" not in err
+
+
+def test_an_unsigned_release_may_be_promoted_with_or_without_a_key(tmp_path: Path) -> None:
+    """A key for a release staged unsigned is allowed: promote signs the final images."""
+    promotion = plan(make_repo(tmp_path), to=("127.0.0.9:5000/final",))
+    assert not promotion.signed and promotion.envelopes == ()
+    check_signing_key(promotion, generate_keypair(tmp_path / "k.key", tmp_path / "k.pub"))
+    check_signing_key(promotion, None)
+
+
+def test_the_staged_sboms_are_rebuilt_and_checked_against_release_json(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    folder = tmp_path / "dist" / "release" / "1.0.0"
+    (folder / "sbom").mkdir()
+    documents: dict[str, tuple[str, str]] = {}  # path -> platform, platform manifest
+    for child, arch in zip(CHILDREN, ("amd64", "arm64"), strict=True):
+        rel = f"sbom/app-1.0.0-image-linux_{arch}.cdx.json"
+        (folder / rel).write_text(json.dumps({"bomFormat": "CycloneDX", "arch": arch}))
+        documents[rel] = (f"linux/{arch}", child)
+
+    def made(*rels: str) -> str:
+        layers = [(Path(r).name, documents[r][0], (folder / r).read_bytes()) for r in rels]
+        return attachment(layers).digest
+
+    whole = made(*documents)
+    staged = json.loads((folder / "release.json").read_text())
+    staged["artifacts"][1]["sbom"] = {
+        "tag": attached_tag(DIGEST),
+        "digest": whole,
+        "documents": list(documents),
+        "platforms": [
+            {"tag": attached_tag(child), "digest": made(rel), "documents": [rel]}
+            for rel, (_, child) in documents.items()
+        ],
+    }
+    staged["artifacts"] += [
+        {"kind": "sbom", "path": rel, "platform": platform, "binary": "app"}
+        for rel, (platform, _) in documents.items()
+    ]
+    (folder / "release.json").write_text(json.dumps(staged))
+    (image,) = plan(path, to=("127.0.0.9:5000/final",)).images
+    amd64, arm64 = documents
+    assert [(s.tag, s.digest) for s in image.sboms] == [
+        ("sha256-" + "1" * 64 + ".sbom", whole),
+        ("sha256-" + "2" * 64 + ".sbom", made(amd64)),
+        ("sha256-" + "3" * 64 + ".sbom", made(arm64)),
+    ]
+    # Each layer carries the platform the sbom artifact of release.json gives it.
+    layers = json.loads(image.sboms[0].made.manifest)["layers"]
+    assert [layer["annotations"][PLATFORM_NOTE] for layer in layers] == [
+        "linux/amd64",
+        "linux/arm64",
+    ]
+    # A document changed since staging: refused before anything, naming both digests.
+    (folder / arm64).write_text("{}")
+    with pytest.raises(UsageError, match=rf"SBOMs of app make the attachment .* {whole} "):
+        plan(path, to=("127.0.0.9:5000/final",))
+
+
 BLOCKER = """
 import importlib.abc, json, pathlib, sys, types
 BLOCKED = tuple(sys.argv[1].split(","))
@@ -347,10 +482,11 @@ def test_promotion_never_imports_the_build_engine(
         ),
         (
             f"promote --from {STAGING} -v 1.0.0 --to=127.0.0.2:5000/a --to=b.example:1/x,c:1/y "
-            "-d -i http://127.0.0.1:1/ --force-protected --clobber --json -f b.yaml",
+            "-d -i http://127.0.0.1:1/ --force-protected --clobber --json -f b.yaml "
+            "--signing-key=k.key",
             f"promote --from {STAGING} --version 1.0.0 --to 127.0.0.2:5000/a "
             "--to b.example:1/x,c:1/y --dry-run --index-url http://127.0.0.1:1/ "
-            "--force-protected --clobber --json -f b.yaml",
+            "--force-protected --clobber --json -f b.yaml --signing-key k.key",
         ),
     ],
 )

@@ -30,7 +30,8 @@ def add_parser(
         help="copy a staged release to the final hubs",
         description=(
             "Copy every image of a staged release by digest from the staging hub to the "
-            "final hubs, upload its wheels to the package index, then move the tags and "
+            "final hubs, attach its SBOMs there and (with a signing key) sign it and attach "
+            "its provenance, upload its wheels to the package index, then move the tags and "
             "verify every digest against dist/release/VERSION/release.json. Nothing is built."
         ),
     )
@@ -64,6 +65,12 @@ def add_parser(
         action="store_true",
         help="move existing tags that are not image.movable_tags (default: refuse)",
     )
+    promote.add_argument(
+        "--signing-key",
+        metavar="PATH",
+        help="PEM ECDSA P-256 key to sign the images at the final hubs with "
+        "(default: $SHIPYARD_SIGNING_KEY); needed when the release was staged signed",
+    )
     promote.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
     from shipyard.engine.plan import split_flag
     from shipyard.release.index import index_from_env
     from shipyard.release.promote import PromoteOptions, plan_promotion, promote
+    from shipyard.release.signing import load_signing_key
 
     if not args.from_hub:
         raise UsageError("promote needs --from=HUB, the staging hub the release was published to")
@@ -86,12 +94,15 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
         force_protected=args.force_protected,
         clobber=args.clobber,
     )
+    # The key first: a bad one stops the command before anything is read or sent.
+    key = load_signing_key(args.signing_key, os.environ)
     promotion = plan_promotion(manifest, options, os.environ)
     index = index_from_env(os.environ, args.index_url)
     result = promote(
         promotion,
         index=index,
         dry_run=args.dry_run,
+        signing_key=key,
         on_step=lambda line: print(line, file=sys.stderr),
     )
     if args.json:
@@ -102,7 +113,9 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
         print(
             f"promoted {version}: {len(result.images)} image(s), {result.blobs_mounted} blob(s) "
             f"mounted, {result.blobs_copied} copied ({result.bytes_copied} bytes), "
-            f"{result.blobs_present} already there, {result.tags_moved} tag(s) moved, "
+            f"{result.blobs_present} already there, {result.sboms_attached} SBOM(s) attached, "
+            f"{result.signatures_pushed} signature(s) and {result.attestations_pushed} "
+            f"attestation(s) pushed, {result.tags_moved} tag(s) moved, "
             f"{result.wheels_uploaded} wheel(s) uploaded"
         )
     return 0

@@ -23,11 +23,23 @@ The order, so that no tag ever names something unchecked or incomplete:
    repositories on the same registry host, else uploaded from the staged layout,
    or downloaded from the staging hub when the layout lacks them), then platform
    manifests, then the index, with the bytes the staging hub served;
-4. every staged wheel uploaded to the package index;
-5. the tags: the version tag on every hub first, then the others (`latest`),
+4. each image's SBOMs attached next to it at every final hub, as release publish
+   attaches them (`sha256-<hex>.sbom`, rebuilt from the staged documents and
+   checked against the image entry's `sbom` in release.json); with a signing key,
+   each image signed at every final hub (`sha256-<hex>.sig`: cosign's payload
+   names the final repository, so a staging signature cannot be copied) and the
+   staged provenance envelope attached as it is (`sha256-<hex>.att`: it names
+   digests, not repositories);
+5. every staged wheel uploaded to the package index;
+6. the tags: the version tag on every hub first, then the others (`latest`),
    each checked again just before it moves (`rails.check_tag_move`);
-6. verify: every tag at every final hub names release.json's digest, every
-   platform manifest is there, and the index serves each wheel's sha256.
+7. verify: every tag at every final hub names release.json's digest, every
+   platform manifest and SBOM attachment is there, with a key every image's
+   signature verifies, and the index serves each wheel's sha256.
+
+A release staged signed (SHA256SUMS.sig) is promoted only with a signing key, and
+only with the key that signed it (exit 2 otherwise, before anything is sent): a
+promotion never drops the signatures the release had.
 
 Every step checks before it writes and skips what is there already, so a second
 run (or a run after a failure) finishes the promotion and changes nothing else.
@@ -58,6 +70,7 @@ from shipyard.oci.model import Descriptor, OCIError
 from shipyard.oci.remote.push import Hub, Publisher, default_registry, parse_hub, variant_tags
 from shipyard.oci.remote.registry import Registry, RegistryError
 from shipyard.release.index import PackageIndex
+from shipyard.release.provenance import PROVENANCE_FILE, push_attestation, read_provenance
 from shipyard.release.rails import (
     TagClash,
     check_protected,
@@ -66,6 +79,15 @@ from shipyard.release.rails import (
     find_clashes,
     refused_hubs,
 )
+from shipyard.release.sbom import Attachment, attachment, push_attachment
+from shipyard.release.signing import (
+    SUMS_SIG,
+    SigningKey,
+    VerifyError,
+    push_signature,
+    verify_image_signature,
+    verify_sums,
+)
 
 __all__ = [
     "ImageCopy",
@@ -73,7 +95,9 @@ __all__ = [
     "Promotion",
     "PromotionError",
     "PromotionResult",
+    "SbomAttachment",
     "StagedWheel",
+    "check_signing_key",
     "plan_promotion",
     "promote",
 ]
@@ -101,6 +125,20 @@ class PromoteOptions:
 
 
 @dataclass(frozen=True)
+class SbomAttachment:
+    """One SBOM attachment of an image (`sha256-<hex>.sbom`), rebuilt from the staged
+    documents and checked against the digest release.json gives it."""
+
+    tag: str
+    made: Attachment = field(hash=False, compare=False)
+
+    @property
+    def digest(self) -> str:
+        """The attachment manifest's digest, as release.json lists it."""
+        return self.made.digest
+
+
+@dataclass(frozen=True)
 class ImageCopy:
     """One image of the release to one final hub: where from, where to, what it must be."""
 
@@ -113,6 +151,7 @@ class ImageCopy:
     movable: tuple[str, ...]  # tags that may be moved off another digest (no-clobber)
     layout: Path | None  # the staged OCI layout, a local source of the same blobs
     variant: str = ""  # the image variant ("" the default image)
+    sboms: tuple[SbomAttachment, ...] = ()  # the index's, then each platform's
 
     @property
     def source_repo(self) -> str:
@@ -155,6 +194,8 @@ class Promotion:
     binaries: Mapping[str, Binary] = field(default_factory=dict)
     clobber: bool = False
     notes: tuple[str, ...] = ()  # told before a dry run's steps (a protected hub)
+    signed: bool = False  # staged signed (SHA256SUMS.sig): promoted only with the key
+    envelopes: tuple[bytes, ...] = ()  # the staged provenance (provenance.intoto.jsonl)
 
     def tag_order(self) -> list[tuple[ImageCopy, str]]:
         """(image, tag) in the order tags move: the version tag everywhere, then the rest."""
@@ -171,6 +212,9 @@ class PromotionResult:
     blobs_present: int = 0
     bytes_copied: int = 0
     manifests_pushed: int = 0
+    sboms_attached: int = 0
+    signatures_pushed: int = 0
+    attestations_pushed: int = 0
     tags_moved: int = 0
     wheels_uploaded: int = 0
     images: list[dict[str, Any]] = field(default_factory=list)
@@ -237,6 +281,47 @@ def _wheels(folder: Path, staged: Mapping[str, Any]) -> tuple[StagedWheel, ...]:
     return tuple(wheels)
 
 
+def _sboms(
+    folder: Path, staged: Mapping[str, Any], art: Mapping[str, Any]
+) -> tuple[SbomAttachment, ...]:
+    """The SBOM attachments of the image entry `art`, as release publish attaches them:
+    each rebuilt from the staged documents; UsageError when one is not the attachment
+    release.json names (a document changed since it was staged)."""
+    about = art.get("sbom")
+    if not about:
+        return ()
+    if not isinstance(about, dict):
+        raise _usage(folder, f"the image of {art.get('binary')} has an sbom that is not an object")
+    platforms = {
+        a.get("path"): str(a.get("platform") or "")
+        for a in staged["artifacts"]
+        if isinstance(a, dict) and a.get("kind") == "sbom"
+    }
+    found = []
+    for entry in [about, *(about.get("platforms") or [])]:
+        if not isinstance(entry, dict) or not isinstance(entry.get("documents"), list):
+            raise _usage(folder, f"an sbom entry of the image of {art.get('binary')} is damaged")
+        documents = []
+        for rel in entry.get("documents") or []:
+            path = _inside(folder, rel)
+            try:
+                data = path.read_bytes()
+            except OSError:
+                raise UsageError(
+                    f"{path} is missing from the staged release; stage it again"
+                ) from None
+            documents.append((PurePosixPath(rel).name, platforms.get(rel, ""), data))
+        made = attachment(documents)
+        if made.digest != entry.get("digest") or not isinstance(entry.get("tag"), str):
+            raise UsageError(
+                f"{folder / _RELEASE_JSON}: the SBOMs of {art.get('binary')} make the "
+                f"attachment {made.digest}, not the staged {entry.get('digest')} (a document "
+                "changed since it was staged); nothing was promoted. Stage the release again"
+            )
+        found.append(SbomAttachment(entry["tag"], made))
+    return tuple(found)
+
+
 def _targets(binary: Binary, source: Hub, options: PromoteOptions, where: Path) -> list[Hub]:
     """The final hubs of `binary`: --to, else its image.hubs minus the staging hub."""
     if options.to:
@@ -297,8 +382,11 @@ def _image_copies(
         hubs = _targets(final, source, options, manifest.path)
         final = binaries.setdefault(binary, _final_binary(final, hubs))
         movable = variant_tags(final.image.movable_tags, variant)
+        sboms = _sboms(folder, staged, art)
         copies += [
-            ImageCopy(binary, digest, children, tuple(tags), source, hub, movable, layout, variant)
+            ImageCopy(
+                binary, digest, children, tuple(tags), source, hub, movable, layout, variant, sboms
+            )
             for hub in hubs
         ]
     return copies, binaries
@@ -333,9 +421,43 @@ def plan_promotion(
         "here without --force-protected"
         for r in refused_hubs(binaries.values(), env, force=force)
     )
+    envelopes = read_provenance(folder) if (folder / PROVENANCE_FILE).is_file() else []
     return Promotion(
-        options.version, folder, tuple(images), wheels, binaries, options.clobber, notes
+        options.version,
+        folder,
+        tuple(images),
+        wheels,
+        binaries,
+        options.clobber,
+        notes,
+        signed=(folder / SUMS_SIG).is_file(),
+        envelopes=tuple(envelopes),
     )
+
+
+def check_signing_key(promotion: Promotion, key: SigningKey | None) -> None:
+    """A release staged signed is promoted only with the key that signed it.
+
+    UsageError (exit 2) when the release folder has SHA256SUMS.sig and no key is
+    given (a promotion must not drop the signatures), or when the key given does
+    not verify SHA256SUMS.sig (another key: its signatures would not match the
+    release's). Local only; nothing is sent.
+    """
+    sig = promotion.folder / SUMS_SIG
+    if promotion.signed and key is None:
+        raise UsageError(
+            f"{promotion.folder} was staged signed ({SUMS_SIG}), but no signing key is given; "
+            "nothing was sent. Pass the key that signed the release, --signing-key PATH (or "
+            "SHIPYARD_SIGNING_KEY): a promotion must not drop the release's signatures"
+        )
+    if promotion.signed and key is not None:
+        try:
+            verify_sums(promotion.folder, key.public)
+        except VerifyError as exc:
+            raise UsageError(
+                f"{key.source}: not the key that signed the release ({exc}); nothing was sent. "
+                f"Pass the key that signed {sig}"
+            ) from None
 
 
 # -- 2-6. remote: check, copy, upload, tag, verify ------------------------------------------
@@ -349,6 +471,11 @@ class _Copier:
         self._scratch = scratch
         self._on_step = on_step
         self.result = PromotionResult()
+
+    @property
+    def scratch(self) -> Path:
+        """The promotion's scratch folder (removed when it ends)."""
+        return self._scratch
 
     def client(self, host: str) -> Registry:
         """The shared client for `host`."""
@@ -422,6 +549,31 @@ class _Copier:
         if not image.same_registry and sha256_file(path) != hexdigest:
             return None
         return path
+
+
+def _attach_sbom(copier: _Copier, image: ImageCopy, sbom: SbomAttachment, on_step: Step) -> None:
+    """`sbom` at the final hub under its tag, as release publish attaches it; a tag
+    already naming the same manifest is success (nothing is pushed)."""
+    client, repo = copier.client(image.target.host), image.target_repo
+    try:
+        pushed = push_attachment(client, repo, sbom.tag, sbom.made, on_step=on_step)
+    except ShipyardError as exc:
+        raise PromotionError(str(exc)) from None
+    if pushed:
+        copier.result.sboms_attached += 1
+
+
+def _sign(
+    copier: _Copier, promotion: Promotion, image: ImageCopy, key: SigningKey, on_step: Step
+) -> None:
+    """The image signed at its final hub (the payload names the final repository) and
+    the staged provenance attached as it is; each skipped when already there."""
+    client, repo = copier.client(image.target.host), image.target_repo
+    if push_signature(client, repo, image.digest, key, on_step=on_step).pushed:
+        copier.result.signatures_pushed += 1
+    for envelope in promotion.envelopes:
+        if push_attestation(client, repo, image.digest, envelope, on_step=on_step).pushed:
+            copier.result.attestations_pushed += 1
 
 
 def _check_source(copier: _Copier, promotion: Promotion, on_step: Step) -> None:
@@ -518,8 +670,15 @@ def _upload(index: PackageIndex | None, wheel: StagedWheel, result: PromotionRes
     return f"uploaded wheel {wheel.name} to {index.url}"
 
 
-def _verify(copier: _Copier, promotion: Promotion, index: PackageIndex | None) -> None:
-    """Every tag at every final hub names release.json's digest; every wheel is served."""
+def _verify(
+    copier: _Copier,
+    promotion: Promotion,
+    index: PackageIndex | None,
+    key: SigningKey | None,
+    on_step: Step,
+) -> None:
+    """Every tag at every final hub names release.json's digest, every SBOM attachment
+    is there, with `key` every image's signature verifies; every wheel is served."""
     for image in promotion.images:
         client = copier.client(image.target.host)
         for tag in image.tags:
@@ -532,6 +691,19 @@ def _verify(copier: _Copier, promotion: Promotion, index: PackageIndex | None) -
         for child in image.manifests:
             if client.manifest_exists(image.target_repo, child) != child:
                 raise PromotionError(f"{image.binary}: {image.where()}@{child} is missing")
+        for sbom in image.sboms:
+            found = client.manifest_exists(image.target_repo, sbom.tag)
+            if found != sbom.digest:
+                raise PromotionError(
+                    f"{image.binary}: {image.where(sbom.tag)} is {found}, release.json says "
+                    f"{sbom.digest}"
+                )
+        if key is not None:
+            try:
+                verify_image_signature(client, image.target_repo, image.digest, key.public)
+            except VerifyError as exc:
+                raise PromotionError(str(exc)) from None
+            on_step(f"verified the signature of {image.where()}@{image.digest}")
         copier.result.images.append(
             {
                 "binary": image.binary,
@@ -554,16 +726,21 @@ def promote(
     index: PackageIndex | None,
     registry_for: Callable[[str], Registry] = default_registry,
     dry_run: bool = False,
+    signing_key: SigningKey | None = None,
     on_step: Step = lambda _: None,
 ) -> PromotionResult:
-    """Copy the images, upload the wheels, move the tags, verify; see the module's doc.
+    """Copy the images, attach their SBOMs, sign them (with `signing_key`), upload the
+    wheels, move the tags, verify; see the module's doc.
 
-    Before anything is written: PromotionError (exit 1) when the staging hub or the
-    index holds something other than release.json says; UsageError (exit 2) when a
-    final hub holds a tag of the release on another image that may not move
-    (no-clobber, without --clobber) or refuses these credentials. TagClobberError
-    (exit 1) when such a tag appears between those checks and its move.
+    Before anything is sent: UsageError (exit 2) when the release was staged signed
+    and `signing_key` is None or not its key (`check_signing_key`), or wheels are
+    staged and no index is set. Before anything is written: PromotionError (exit 1)
+    when the staging hub or the index holds something other than release.json says;
+    UsageError (exit 2) when a final hub holds a tag of the release on another image
+    that may not move (no-clobber, without --clobber) or refuses these credentials.
+    TagClobberError (exit 1) when such a tag appears between those checks and its move.
     """
+    check_signing_key(promotion, signing_key)
     _need_index(index, promotion, dry_run)
     clients = Publisher(registry_for)
     dist = promotion.folder.parent.parent
@@ -574,10 +751,16 @@ def promote(
         _check_targets(copier, promotion, dry_run, on_step)
         _check_index(index, promotion, dry_run)
         if dry_run:
-            _report_dry_run(promotion, index, on_step)
+            _report_dry_run(promotion, index, signing_key, on_step)
             return copier.result
         for image in promotion.images:
             copier.copy(image)
+        for image in promotion.images:
+            for sbom in image.sboms:
+                _attach_sbom(copier, image, sbom, on_step)
+        if signing_key is not None:
+            for image in promotion.images:
+                _sign(copier, promotion, image, signing_key, on_step)
         for wheel in promotion.wheels:
             on_step(_upload(index, wheel, copier.result))
         for image, tag in promotion.tag_order():
@@ -599,11 +782,13 @@ def promote(
             client.put_manifest(image.target_repo, tag, data, media_type)
             copier.result.tags_moved += 1
             on_step(f"tagged {image.where(tag)} -> {image.digest}")
-        _verify(copier, promotion, index)
+        _verify(copier, promotion, index, signing_key, on_step)
         return copier.result
 
 
-def _report_dry_run(promotion: Promotion, index: PackageIndex | None, on_step: Step) -> None:
+def _report_dry_run(
+    promotion: Promotion, index: PackageIndex | None, key: SigningKey | None, on_step: Step
+) -> None:
     for note in promotion.notes:
         on_step(note)
     for image in promotion.images:
@@ -612,6 +797,14 @@ def _report_dry_run(promotion: Promotion, index: PackageIndex | None, on_step: S
             f"would copy {image.source.host}/{image.source_repo}@{image.digest} to "
             f"{image.where()} ({how})"
         )
+    for image in promotion.images:
+        for sbom in image.sboms:
+            on_step(f"would attach {image.where(sbom.tag)} -> {sbom.digest}")
+    for image in promotion.images:
+        if key is not None:
+            on_step(f"would sign {image.where()}@{image.digest} ({key.source})")
+        if key is not None and promotion.envelopes:
+            on_step(f"would attach the provenance to {image.where()}@{image.digest}")
     for wheel in promotion.wheels:
         if index is None:
             on_step(f"would not upload wheel {wheel.name}: no package index is set")

@@ -39,22 +39,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from shipyard._fs import sha256_file
-from shipyard.dist import temp_prefix
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci.mediatypes import OCI_MANIFEST
 from shipyard.oci.remote.push import LayoutImage, Publisher, move_tags, parse_hub, read_layout_image
 from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.rails import check_tag_move
-from shipyard.release.sbom import Attachment, attachment
+from shipyard.release.sbom import Attachment, attachment, push_attachment
 from shipyard.release.signing import SUMS_SIG
 from shipyard.release.staging import SUMS
 
@@ -464,20 +461,12 @@ def _attach(
     hub_text: str,
 ) -> None:
     hub = parse_hub(hub_text)
-    client, repo = publisher.client(hub.host), hub.repository(binary)
-    where = f"{hub.host}/{repo}:{tag}"
-    if client.manifest_exists(repo, tag) == made.digest:
-        ctx.on_step(f"have {where}")
-        return
-    with tempfile.TemporaryDirectory(prefix=temp_prefix("sbom")) as tmp:
-        for digest, data in made.blobs.items():
-            path = Path(tmp) / digest.replace(":", "-")
-            path.write_bytes(data)
-            client.push_blob(repo, digest, len(data), path)
-    pushed = client.put_manifest(repo, tag, made.manifest, OCI_MANIFEST)
-    if pushed != made.digest:
-        raise PublishError(f"{where} was stored as {pushed}, not {made.digest}")
-    ctx.on_step(f"attached {where} -> {pushed}")
+    try:
+        push_attachment(
+            publisher.client(hub.host), hub.repository(binary), tag, made, on_step=ctx.on_step
+        )
+    except ShipyardError as exc:
+        raise PublishError(str(exc)) from None
 
 
 def attach_sboms(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> None:

@@ -30,9 +30,10 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.parser import BytesParser
@@ -50,8 +51,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard.artifacts import Artifact, Distribution
-from shipyard.errors import BuildError
+from shipyard.dist import temp_prefix
+from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_CONFIG, OCI_MANIFEST
+from shipyard.oci.remote.registry import Registry
 from shipyard.release.signing import attachment_config
 
 __all__ = [
@@ -63,6 +66,7 @@ __all__ = [
     "attachment",
     "contents_sbom",
     "installed_dependencies",
+    "push_attachment",
     "resolve_requirements",
     "sbom_json",
     "wheel_requirements",
@@ -309,6 +313,33 @@ class Attachment:
     def digest(self) -> str:
         """The manifest's digest."""
         return "sha256:" + hashlib.sha256(self.manifest).hexdigest()
+
+
+def push_attachment(
+    client: Registry,
+    repo: str,
+    tag: str,
+    made: Attachment,
+    *,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> bool:
+    """`made` into `repo` under `tag` (blobs, then the manifest); False when the tag
+    already names the same manifest (nothing pushed). ShipyardError when the registry
+    stores the manifest under another digest."""
+    where = f"{client.host}/{repo}:{tag}"
+    if client.manifest_exists(repo, tag) == made.digest:
+        on_step(f"have {where}")
+        return False
+    with tempfile.TemporaryDirectory(prefix=temp_prefix("sbom")) as tmp:
+        for digest, data in made.blobs.items():
+            path = Path(tmp) / digest.replace(":", "-")
+            path.write_bytes(data)
+            client.push_blob(repo, digest, len(data), path)
+    pushed = client.put_manifest(repo, tag, made.manifest, OCI_MANIFEST)
+    if pushed != made.digest:
+        raise ShipyardError(f"{where} was stored as {pushed}, not {made.digest}")
+    on_step(f"attached {where} -> {pushed}")
+    return True
 
 
 def attached_tag(digest: str) -> str:
