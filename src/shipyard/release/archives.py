@@ -43,6 +43,7 @@ __all__ = [
     "members",
     "readme",
     "write_release_archive",
+    "zipapp_info",
 ]
 
 # The license files a project may have at its root, in the order they are looked for.
@@ -97,7 +98,9 @@ def find_license(root: Path) -> Path | None:
     return None
 
 
-def _build_info(zipapp: Path) -> dict[str, object]:
+def zipapp_info(zipapp: Path) -> dict[str, object]:
+    """The build info a shipyard zipapp carries (`_shipyard/build.json`); ShipyardError
+    when `zipapp` is not one."""
     try:
         with zipfile.ZipFile(zipapp) as archive:
             info = json.loads(archive.read(boot.BUILD_INFO))
@@ -147,7 +150,7 @@ def members(
     ShipyardError when `zipapp` is not a shipyard zipapp of `binary` for `platform`.
     """
     os_name, _ = _split(platform)
-    info = _build_info(zipapp)
+    info = zipapp_info(zipapp)
     platforms = info.get("platforms")
     if info.get("binary") != binary or not isinstance(platforms, list):
         raise ShipyardError(f"{zipapp} is not a zipapp of {binary}")
@@ -234,7 +237,7 @@ def write_release_archive(
     """
     # A zipapp built for one of several Pythons says which (build.json's
     # archive_python); its archives are named for it, so the Pythons' do not collide.
-    python = _build_info(zipapp).get("archive_python")
+    python = zipapp_info(zipapp).get("archive_python")
     name = archive_name(binary, version, platform, str(python) if python else None)
     files = members(zipapp, binary, version, platform, license_file)
     top = _stem(name)

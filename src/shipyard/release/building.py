@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from shipyard.artifacts import ANY, Artifact, select
 from shipyard.engine.run import BuildOptions, execute
-from shipyard.errors import BuildError
+from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
 from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
@@ -92,16 +92,12 @@ def _interpreter(zipapp: Path) -> str | None:
     """The interpreter that runs `zipapp` here: this one, unless the zipapp was built
     for one of several Pythons that is not this one (build.json's `archive_python`);
     then `python3.X` on PATH, or None when there is none."""
-    import json
-
-    from shipyard.builders.zipapp._boot import BUILD_INFO
+    from shipyard.release.archives import zipapp_info
 
     try:
-        with zipfile.ZipFile(zipapp) as archive:
-            info = json.loads(archive.read(BUILD_INFO))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        wanted = zipapp_info(zipapp).get("archive_python")
+    except ShipyardError:
         return sys.executable  # not ours to judge: the smoke run says what is wrong
-    wanted = info.get("archive_python") if isinstance(info, dict) else None
     if not wanted or wanted == f"{sys.version_info.major}.{sys.version_info.minor}":
         return sys.executable
     return shutil.which(f"python{wanted}")
