@@ -28,6 +28,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from shipyard import _toml
 from shipyard._fs import TEMP_PREFIX, sha256_file
 from shipyard.engine.proc import run_logged
 from shipyard.errors import BuildError
@@ -285,7 +286,7 @@ def _locked_hashes(
     if done.returncode != 0:
         return {}
     try:
-        packages = tomllib.loads(done.stdout).get("packages", [])
+        packages = _toml.loads(done.stdout).get("packages", [])
     except tomllib.TOMLDecodeError:
         return {}
     found: dict[str, str] = {}

@@ -336,8 +336,10 @@ def _undeclared_extras(binary: Binary) -> list[str]:
 
     from packaging.utils import canonicalize_name
 
+    from shipyard import _toml
+
     try:
-        project = tomllib.loads((binary.source / "pyproject.toml").read_text()).get("project", {})
+        project = _toml.loads((binary.source / "pyproject.toml").read_text()).get("project", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return []
     if not isinstance(project, dict) or "optional-dependencies" in project.get("dynamic", []):

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard import _toml
 from shipyard.workspace._text import TomlFile, Where, WorkspaceError
 
 __all__ = ["UvWorkspace", "read_pyprojects", "rel", "uv_workspace"]
@@ -89,7 +90,7 @@ def read_pyprojects(root: Path) -> tuple[dict[Path, TomlFile], dict[Path, Worksp
                 )
             continue
         try:
-            data = tomllib.loads(text)
+            data = _toml.loads(text)
         except tomllib.TOMLDecodeError as error:
             if path.parent == root:
                 raise _toml_error(path, error, root) from None

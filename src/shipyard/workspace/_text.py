@@ -98,8 +98,9 @@ class Positions:
             if m.lastgroup not in ("ws", "comment")
         ]
         self._i = 0
-        # Text tomllib accepted but this pass cannot follow ends it: what was found is kept.
-        with contextlib.suppress(IndexError):
+        # Text tomllib accepted but this pass cannot follow (or nesting deeper than the
+        # stack left here allows) ends it: what was found is kept.
+        with contextlib.suppress(IndexError, RecursionError):
             self._document()
 
     def at(self, offset: int) -> tuple[int, int]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
+from shipyard import _toml
 from shipyard.errors import ShipyardError
 from shipyard.workspace._text import Positions, Where, WorkspaceError
 
@@ -125,7 +126,7 @@ class Lock:
     def parse(cls, text: str, path: Path) -> Lock:
         """Parse uv.lock text; `path` is where it is (relative sources resolve from it)."""
         try:
-            data = tomllib.loads(text)
+            data = _toml.loads(text)
         except tomllib.TOMLDecodeError as error:
             message = str(error)
             line, col = 1, 1
