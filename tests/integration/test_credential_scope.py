@@ -317,3 +317,40 @@ def test_base_pull_sends_no_global_credentials(services: Services, tmp_path: Pat
         "the global pair or any basic credentials (0 leaks)",
         figures={"attacks": len(seen), "leaks": len(with_credentials)},
     )
+
+
+def test_verify_of_an_image_sends_no_global_credentials(services: Services, tmp_path: Path) -> None:
+    """`shipyard verify IMAGE_REF` only reads: a registry it names may be anyone's, so
+    the global SHIPYARD_REGISTRY_USER pair (for the hubs shipyard pushes to) is never
+    its answer to a Basic challenge (security issue, second round, item 2). Before the
+    fix, verify answered the challenge of 127.0.0.2 with the global pair."""
+    from shipyard.release.signing import generate_keypair
+
+    generate_keypair(tmp_path / "k.key", tmp_path / "k.pub")
+    seen: list[Seen] = []
+    with serving(Hostile("127.0.0.2", services.registry, seen, basic_gate)) as hub:
+        done = shipyard(
+            tmp_path,
+            "verify",
+            f"{hub.netloc}/vendor/base:1",
+            "--key",
+            str(tmp_path / "k.pub"),
+            DOCKER_CONFIG=str(tmp_path / "no-docker-config"),
+            SHIPYARD_REGISTRY_USER=USER,
+            SHIPYARD_REGISTRY_PASSWORD=GLOBAL,
+        )
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output  # no credentials for that host: say which to set
+    assert "SHIPYARD_REGISTRY_127_0_0_2_" in output
+    assert "Traceback" not in output and GLOBAL not in output
+    assert hub.mine(), "verify asked the registry"
+    assert leaks(seen, hub.netloc) == [], "the global pair went to a registry verify reads"
+    record(
+        "verify of an image with the global credential pair set",
+        area="credentials",
+        cases=len(seen),
+        injected="`shipyard verify 127.0.0.2:PORT/vendor/base:1` against a registry asking "
+        "for Basic credentials, SHIPYARD_REGISTRY_USER/_PASSWORD set",
+        result=f"{len(seen)} request(s), none with credentials; exit 2 naming the host's variables",
+        figures={"attacks": len(seen), "leaks": len(leaks(seen, hub.netloc))},
+    )

@@ -414,11 +414,13 @@ def test_a_signed_release_is_promoted_with_its_sboms_signatures_and_provenance(
         assert (data, found) == open_client.get_manifest(staging_repo, about["tag"])[::2]
         assert found == about["digest"]
         layers = json.loads(data)["layers"]
-        documents = [fetch_blob(client, final_repo, layer["digest"]) for layer in layers]
+        documents = [
+            fetch_blob(client, final_repo, layer["digest"], layer["size"]) for layer in layers
+        ]
         assert documents == [(folder / rel).read_bytes() for rel in about["documents"]]
     # The signature: over a payload naming the final repository, checked by openssl.
     (layer,) = json.loads(client.get_manifest(final_repo, sig_tag)[0])["layers"]
-    payload = fetch_blob(client, final_repo, layer["digest"])
+    payload = fetch_blob(client, final_repo, layer["digest"], layer["size"])
     critical = json.loads(payload)["critical"]
     assert critical["identity"]["docker-reference"] == f"{hubs.basic.host}/{final_repo}"
     assert critical["image"]["docker-manifest-digest"] == digest
@@ -427,7 +429,7 @@ def test_a_signed_release_is_promoted_with_its_sboms_signatures_and_provenance(
     assert _openssl_verify(public, signature, payload + b" ", tmp_path / "x") != "Verified OK"
     # The attestation: the staged envelope, byte for byte.
     (layer,) = json.loads(client.get_manifest(final_repo, att_tag)[0])["layers"]
-    assert fetch_blob(client, final_repo, layer["digest"]) == envelope
+    assert fetch_blob(client, final_repo, layer["digest"], layer["size"]) == envelope
     # `shipyard verify` accepts the final image with the public key.
     verified = subprocess.run(
         [sys.executable, "-m", "shipyard", "verify", f"{final}/meshctl:{VERSION}", "--key", public],

@@ -21,17 +21,37 @@ import pytest
 
 from shipyard.cli import main, parser
 from shipyard.cli.tasks import ns
-from shipyard.errors import UsageError
+from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Manifest, load_manifest
-from shipyard.release.promote import PromoteOptions, check_signing_key, plan_promotion, promote
+from shipyard.release.promote import (
+    PromoteOptions,
+    PromotionError,
+    check_signing_key,
+    plan_promotion,
+    promote,
+)
+from shipyard.release.provenance import (
+    SLSA_PREDICATE,
+    STATEMENT_TYPE,
+    expected_subjects,
+    write_provenance,
+)
 from shipyard.release.sbom import PLATFORM_NOTE, attached_tag, attachment
 from shipyard.release.signing import generate_keypair, load_signing_key, sign_sums
 from tests.unit.test_invoke_tasks import shipyard_argv
 
 REPO = Path(__file__).resolve().parents[2]
 STAGING = "127.0.0.1:5000/staging"
-DIGEST = "sha256:" + "1" * 64
 CHILDREN = ["sha256:" + "2" * 64, "sha256:" + "3" * 64]
+
+
+def index_blob(note: str = "") -> bytes:
+    """An image index naming CHILDREN (`note` makes another one)."""
+    manifests = [{"digest": child} for child in CHILDREN]
+    return json.dumps({"schemaVersion": 2, "manifests": manifests, "note": note}).encode()
+
+
+DIGEST = "sha256:" + hashlib.sha256(index_blob()).hexdigest()
 
 MANIFEST = """\
 schema: 1
@@ -59,6 +79,7 @@ def make_repo(root: Path, manifest: str = MANIFEST) -> Path:
     wheel = folder / "wheels" / "app-1.0.0-py3-none-any.whl"
     wheel.parent.mkdir(parents=True)
     wheel.write_bytes(b"a wheel")
+    write_layout(folder, "images/app", index_blob())
     write_staged(
         folder,
         [
@@ -81,9 +102,34 @@ def make_repo(root: Path, manifest: str = MANIFEST) -> Path:
     return root / "binaries.yaml"
 
 
+def write_layout(folder: Path, rel: str, blob: bytes) -> str:
+    """An image layout at `folder/rel` whose index.json names `blob`; its digest."""
+    digest = hashlib.sha256(blob).hexdigest()
+    blobs = folder / rel / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+    (blobs / digest).write_bytes(blob)
+    (folder / rel / "index.json").write_text(
+        json.dumps({"manifests": [{"digest": f"sha256:{digest}"}]})
+    )
+    return f"sha256:{digest}"
+
+
+def resum(folder: Path) -> None:
+    """Write SHA256SUMS over the folder as staging does (not the sums, .sig, journal)."""
+    skip = {"SHA256SUMS", "SHA256SUMS.sig", "publish.journal"}
+    lines = [
+        f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(folder).as_posix()}\n"
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder).as_posix() not in skip
+    ]
+    (folder / "SHA256SUMS").write_text("".join(lines))
+
+
 def write_staged(folder: Path, artifacts: list[dict[str, Any]], **top: Any) -> None:
+    """release.json of `artifacts`, and SHA256SUMS over the folder: a consistent release."""
     staged = {"schema": 1, "version": "1.0.0", "snapshot": False, "artifacts": artifacts, **top}
     (folder / "release.json").write_text(json.dumps(staged))
+    resum(folder)
 
 
 def manifest_at(path: Path, **env: str) -> Manifest:
@@ -196,7 +242,7 @@ def test_a_variant_is_copied_with_its_own_tags_and_movable_tags(tmp_path: Path) 
     default = staged["artifacts"][1] | {"tags": ["1.0.0", "latest"]}
     debug = default | {
         "path": "images/app/variants/debug",
-        "digest": "sha256:" + "4" * 64,
+        "digest": write_layout(folder, "images/app/variants/debug", index_blob("debug")),
         "tags": ["1.0.0-debug", "latest-debug"],
         "variant": "debug",
         "collapsed": False,
@@ -217,31 +263,45 @@ def test_a_variant_is_copied_with_its_own_tags_and_movable_tags(tmp_path: Path) 
 
 
 def test_a_changed_wheel_is_refused_before_anything(tmp_path: Path) -> None:
+    """The folder passes the check `verify` runs before promotion plans anything (exit 1)."""
     path = make_repo(tmp_path)
     (tmp_path / "dist/release/1.0.0/wheels/app-1.0.0-py3-none-any.whl").write_bytes(b"other")
-    with pytest.raises(UsageError, match=r"app-1\.0\.0-py3-none-any\.whl changed since it was"):
+    with pytest.raises(PromotionError, match=r"app-1\.0\.0-py3-none-any\.whl has sha256") as caught:
         plan(path)
+    assert caught.value.exit_code == 1 and "nothing was promoted" in str(caught.value)
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
+    ("change", "message", "code"),
     [
-        ({"snapshot": True}, r"is a snapshot"),
-        ({"version": "2.0.0"}, r"version is '2\.0\.0', not '1\.0\.0'"),
-        ({"artifacts": [{"kind": "wheel", "path": "../x.whl"}]}, r"outside"),
-        ({"artifacts": [{"kind": "image", "binary": "app", "digest": DIGEST}]}, r"no tags"),
-        ({"artifacts": []}, r"lists no image and no wheel"),
+        ({"snapshot": True}, r"is a snapshot", 2),
+        ({"version": "2.0.0"}, r"is the release of 2\.0\.0, not 1\.0\.0", 1),
+        ({"artifacts": [{"kind": "wheel", "path": "../x.whl"}]}, r"the path '\.\./x\.whl'", 1),
+        (
+            {
+                "artifacts": [
+                    {"kind": "image", "binary": "app", "digest": DIGEST, "path": "images/app"}
+                ]
+            },
+            r"no tags",
+            2,
+        ),
+        ({"artifacts": []}, r"lists no image and no wheel", 2),
     ],
 )
-def test_a_damaged_release_json_is_bad_input(
-    tmp_path: Path, change: dict[str, Any], message: str
+def test_a_damaged_release_json_is_refused(
+    tmp_path: Path, change: dict[str, Any], message: str, code: int
 ) -> None:
+    """A release.json that SHA256SUMS covers (as if staged so) but that no promotion can
+    take: bad input (2), or a folder that is not the release asked for (1)."""
     path = make_repo(tmp_path)
     folder = tmp_path / "dist" / "release" / "1.0.0"
     staged = json.loads((folder / "release.json").read_text()) | change
     (folder / "release.json").write_text(json.dumps(staged))
-    with pytest.raises(UsageError, match=message):
+    resum(folder)
+    with pytest.raises(ShipyardError, match=message) as caught:
         plan(path)
+    assert caught.value.exit_code == code
 
 
 def test_an_image_of_a_binary_the_manifest_lost_needs_to(tmp_path: Path) -> None:
@@ -250,6 +310,7 @@ def test_an_image_of_a_binary_the_manifest_lost_needs_to(tmp_path: Path) -> None
     staged = json.loads((folder / "release.json").read_text())
     staged["artifacts"][1]["binary"] = "gone"
     (folder / "release.json").write_text(json.dumps(staged))
+    resum(folder)
     with pytest.raises(UsageError, match=r"image of gone, which .* does not declare.*--to HUB"):
         plan(path)
     (image,) = plan(path, to=("127.0.0.9:5000/x",)).images
@@ -289,14 +350,27 @@ def test_cli_exit_codes_for_bad_input(
 
 
 def sign_release(root: Path, name: str = "cosign") -> Path:
-    """Sign the staged release of `make_repo` as staging does (SHA256SUMS and its .sig)
-    with a new key pair in `root/keys`; the private key's path."""
+    """Sign the staged release of `make_repo` as staging does (its provenance, SHA256SUMS
+    and SHA256SUMS.sig) with a new key pair in `root/keys`; the private key's path."""
     folder = root / "dist" / "release" / "1.0.0"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "SHA256SUMS").write_text("0" * 64 + "  release.json\n")
     keys = root / "keys"
     keys.mkdir(exist_ok=True)
-    sign_sums(folder, generate_keypair(keys / f"{name}.key", keys / f"{name}.pub"))
+    key = generate_keypair(keys / f"{name}.key", keys / f"{name}.pub")
+    staged = (
+        json.loads((folder / "release.json").read_text())
+        if (folder / "release.json").is_file()
+        else {}
+    )
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": expected_subjects(staged),
+        "predicateType": SLSA_PREDICATE,
+        "predicate": {"buildDefinition": {"externalParameters": {"version": "1.0.0"}}},
+    }
+    write_provenance(folder, statement, key)
+    resum(folder)
+    sign_sums(folder, key)
     return keys / f"{name}.key"
 
 
@@ -324,9 +398,17 @@ def test_a_release_staged_signed_is_not_promoted_without_its_key(
     assert "was staged signed (SHA256SUMS.sig), but no signing key is given" in err
     assert "nothing was sent" in err and "--signing-key PATH (or SHIPYARD_SIGNING_KEY)" in err
     assert "must not drop the release's signatures" in err
-    # The library refuses the same way, whoever calls it.
-    promotion = plan(path, to=("127.0.0.1:9/final",))
-    assert promotion.signed
+    # The library refuses the same way, whoever calls it: in the plan, and in promote
+    # when a plan made with the key is promoted without it.
+    with pytest.raises(UsageError, match=r"staged signed .* no signing key is given"):
+        plan(path, to=("127.0.0.1:9/final",))
+    promotion = plan_promotion(
+        manifest_at(path),
+        PromoteOptions(STAGING, "1.0.0", to=("127.0.0.1:9/final",)),
+        {},
+        load_signing_key(key, {}),
+    )
+    assert promotion.signed and promotion.envelopes
     with pytest.raises(UsageError, match=r"staged signed .* no signing key is given"):
         promote(promotion, index=None)
     # Another key than the one that signed it: refused too, naming where it came from.
@@ -364,12 +446,22 @@ def test_a_bad_signing_key_stops_promote_before_anything_is_read(
     assert "$SHIPYARD_SIGNING_KEY names no file" in err and "garbage" not in err
 
 
-def test_an_unsigned_release_may_be_promoted_with_or_without_a_key(tmp_path: Path) -> None:
-    """A key for a release staged unsigned is allowed: promote signs the final images."""
-    promotion = plan(make_repo(tmp_path), to=("127.0.0.9:5000/final",))
+def test_an_unsigned_release_is_not_signed_at_promotion(tmp_path: Path) -> None:
+    """A key vouches at the final hubs only for what it signed at staging: with a key, a
+    release staged unsigned (or whose SHA256SUMS.sig was deleted) is refused (exit 2),
+    in the plan and in promote; without one it is promoted unsigned."""
+    path = make_repo(tmp_path)
+    key = generate_keypair(tmp_path / "k.key", tmp_path / "k.pub")
+    options = PromoteOptions(STAGING, "1.0.0", to=("127.0.0.9:5000/final",))
+    with pytest.raises(UsageError, match=r"staged unsigned \(no SHA256SUMS\.sig\), but a signing"):
+        plan_promotion(manifest_at(path), options, {}, key)
+    promotion = plan(path, to=("127.0.0.9:5000/final",))
     assert not promotion.signed and promotion.envelopes == ()
-    check_signing_key(promotion, generate_keypair(tmp_path / "k.key", tmp_path / "k.pub"))
     check_signing_key(promotion, None)
+    with pytest.raises(UsageError, match=r"staged unsigned"):
+        check_signing_key(promotion, key)
+    with pytest.raises(UsageError, match=r"staged unsigned"):
+        promote(promotion, index=None, signing_key=key)
 
 
 def test_the_staged_sboms_are_rebuilt_and_checked_against_release_json(tmp_path: Path) -> None:
@@ -398,14 +490,21 @@ def test_the_staged_sboms_are_rebuilt_and_checked_against_release_json(tmp_path:
         ],
     }
     staged["artifacts"] += [
-        {"kind": "sbom", "path": rel, "platform": platform, "binary": "app"}
+        {
+            "kind": "sbom",
+            "path": rel,
+            "platform": platform,
+            "binary": "app",
+            "sha256": hashlib.sha256((folder / rel).read_bytes()).hexdigest(),
+        }
         for rel, (platform, _) in documents.items()
     ]
     (folder / "release.json").write_text(json.dumps(staged))
+    resum(folder)
     (image,) = plan(path, to=("127.0.0.9:5000/final",)).images
     amd64, arm64 = documents
     assert [(s.tag, s.digest) for s in image.sboms] == [
-        ("sha256-" + "1" * 64 + ".sbom", whole),
+        (attached_tag(DIGEST), whole),
         ("sha256-" + "2" * 64 + ".sbom", made(amd64)),
         ("sha256-" + "3" * 64 + ".sbom", made(arm64)),
     ]
@@ -415,8 +514,14 @@ def test_the_staged_sboms_are_rebuilt_and_checked_against_release_json(tmp_path:
         "linux/amd64",
         "linux/arm64",
     ]
-    # A document changed since staging: refused before anything, naming both digests.
+    # A document changed since staging (SHA256SUMS and release.json's sha256 too):
+    # refused, naming both digests of the attachment.
     (folder / arm64).write_text("{}")
+    for art in staged["artifacts"]:
+        if art.get("path") == arm64:
+            art["sha256"] = hashlib.sha256(b"{}").hexdigest()
+    (folder / "release.json").write_text(json.dumps(staged))
+    resum(folder)
     with pytest.raises(UsageError, match=rf"SBOMs of app make the attachment .* {whole} "):
         plan(path, to=("127.0.0.9:5000/final",))
 

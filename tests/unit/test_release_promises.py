@@ -13,7 +13,7 @@ from shipyard.errors import UsageError
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions
 from shipyard.release.preflight import Preflight
-from shipyard.release.publish import Publish, check_unlisted
+from shipyard.release.publish import Publish, verify_staged
 from shipyard.release.staging import SUMS, StageRelease, sha256sums
 from tests.unit.test_release_pipeline import make_context
 from tests.unit.test_release_publish import stage
@@ -51,14 +51,16 @@ def test_staging_replaces_the_folder_whole(tmp_path: Path) -> None:
 
 
 def test_a_file_that_was_not_staged_is_refused_by_name(tmp_path: Path) -> None:
-    stage(tmp_path)
-    (tmp_path / SUMS).write_text(sha256sums(tmp_path))
-    (tmp_path / "publish.journal").write_text("")
-    check_unlisted(tmp_path)  # the sums and the journal are not listed, and belong
-    stray = tmp_path / "images" / "demo" / "blobs" / "sha256" / "extra"
+    ctx = make_context(tmp_path, ReleaseOptions(version="1.2.3"))
+    folder = ctx.release_dir
+    stage(folder)
+    (folder / SUMS).write_text(sha256sums(folder))
+    (folder / "publish.journal").write_text("")
+    verify_staged(ctx)  # the sums and the journal are not listed, and belong
+    stray = folder / "images" / "demo" / "blobs" / "sha256" / "extra"
     stray.write_bytes(b"dropped in after staging")
     with pytest.raises(UsageError) as caught:
-        check_unlisted(tmp_path)
+        verify_staged(ctx)
     assert caught.value.exit_code == 2
     assert str(stray) in str(caught.value)
     assert "--clean" in str(caught.value)
@@ -74,7 +76,7 @@ def test_publish_refuses_a_stray_file_before_contacting_anything(tmp_path: Path)
     ctx.staged = stage(folder)
     (folder / SUMS).write_text(sha256sums(folder))
     (folder / "notes.txt").write_text("not staged\n")
-    with pytest.raises(UsageError, match=r"notes\.txt is in the staged release but was not staged"):
+    with pytest.raises(UsageError, match=r"notes\.txt is in the release but not in SHA256SUMS"):
         Publish().run(ctx)
     assert not (folder / "publish.journal").exists()
 

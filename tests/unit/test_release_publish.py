@@ -13,6 +13,7 @@ from shipyard.errors import UsageError
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions
 from shipyard.release.publish import Publish, check_staged
+from shipyard.release.staging import sha256sums
 from tests.unit.test_release_pipeline import make_context
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -26,8 +27,9 @@ def _blob(layout: Path, data: bytes) -> dict[str, Any]:
     return {"digest": f"sha256:{digest}", "size": len(data)}
 
 
-def stage(folder: Path) -> dict[str, Any]:
-    """A staged release with one wheel and a one-platform image layout; its release.json."""
+def stage(folder: Path, version: str = "1.2.3+local.1") -> dict[str, Any]:
+    """A staged release with one wheel and a one-platform image layout; its release.json
+    (of `version`: by default make_context's)."""
     wheel = folder / "wheels" / "demo-1.0.0-py3-none-any.whl"
     wheel.parent.mkdir(parents=True)
     wheel.write_bytes(b"a wheel")
@@ -47,6 +49,7 @@ def stage(folder: Path) -> dict[str, Any]:
     (layout / "index.json").write_text(json.dumps(top))
     (layout / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
     staged = {
+        "version": version,
         "artifacts": [
             {
                 "kind": "wheel",
@@ -122,8 +125,9 @@ def test_publish_refuses_a_tampered_file_before_contacting_anything(tmp_path: Pa
     ctx.registry_for = registry_for
     folder = ctx.release_dir
     ctx.staged = stage(folder)
+    (folder / "SHA256SUMS").write_text(sha256sums(folder))
     (folder / "wheels" / "demo-1.0.0-py3-none-any.whl").write_bytes(b"tampered")
-    with pytest.raises(UsageError, match=r"demo-1\.0\.0-py3-none-any\.whl changed since"):
+    with pytest.raises(UsageError, match=r"demo-1\.0\.0-py3-none-any\.whl has sha256 .* says"):
         Publish().run(ctx)
     assert contacted == []
     assert not (folder / "publish.journal").exists()

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
     )
     # The key first: a bad one stops the command before anything is read or sent.
     key = load_signing_key(args.signing_key, os.environ)
-    promotion = plan_promotion(manifest, options, os.environ)
+    promotion = plan_promotion(manifest, options, os.environ, key)
     index = index_from_env(os.environ, args.index_url)
     result = promote(
         promotion,

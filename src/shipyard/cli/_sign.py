@@ -39,16 +39,26 @@ def add_parsers(
         "verify",
         help="check a release folder's or an image's signatures and provenance",
         description=(
-            "For a release folder (dist/release/VERSION): SHA256SUMS.sig over SHA256SUMS, "
-            "every file against SHA256SUMS, the provenance's signature and that its subjects "
-            "equal release.json's artifacts. For an image (host/repo:tag or host/repo@digest): "
+            "For a release folder (dist/release/VERSION): no symlink or special file in it, "
+            "SHA256SUMS.sig over SHA256SUMS, every file against SHA256SUMS and none unlisted, "
+            "release.json against the files and of the version asked for, the provenance's "
+            "signature and that its subjects equal release.json's artifacts (the checks "
+            "publish and promote run first). For an image (host/repo:tag or host/repo@digest): "
             "its cosign signature (sha256-<hex>.sig) over the exact payload, which must name "
-            "the image's digest, and its attestation (.att) when there is one. Exit 0, or 1 "
+            "the image's digest, and its attestation (.att) when there is one; only "
+            "credentials configured for that registry's own host are sent. Exit 0, or 1 "
             "naming the first mismatch."
         ),
     )
     verify.add_argument("target", metavar="RELEASE_FOLDER|IMAGE_REF")
     verify.add_argument("--key", metavar="PUB", help="the public key (PEM, e.g. cosign.pub)")
+    verify.add_argument(
+        "--version",
+        dest="release_version",
+        metavar="X",
+        help="the version the release folder must be (default: the folder's name, when it "
+        "is a version)",
+    )
 
 
 def run_keygen(args: argparse.Namespace) -> int:
@@ -73,20 +83,22 @@ def run_verify(args: argparse.Namespace) -> int:
         raise UsageError("verify needs --key PUB, the public key of the signing pair")
     public = load_public_key(Path(args.key))
     target = str(args.target)
-    if Path(target).is_dir():
-        from shipyard.release.provenance import verify_release
+    if Path(target).is_dir() or Path(target).is_symlink():
+        from shipyard.release.verification import verify_release
 
-        for line in verify_release(Path(target), public):
+        for line in verify_release(Path(target), public, args.release_version):
             print(f"ok {line}")
         print(f"verified {target}")
         return 0
+    if args.release_version:
+        raise UsageError("--version applies to a release folder, not to an image reference")
     return _verify_image(target, public)
 
 
 def _verify_image(target: str, public: object) -> int:
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from shipyard.oci.remote.push import default_registry
+    from shipyard.oci.remote.push import pull_registry
     from shipyard.oci.remote.reference import InvalidReference, parse_reference
     from shipyard.release.provenance import verify_image_attestation
     from shipyard.release.signing import VerifyError, attached_tag, verify_image_signature
@@ -102,7 +114,9 @@ def _verify_image(target: str, public: object) -> int:
             f"({exc.part}: {exc.args[0].rpartition(': ')[2]}); give dist/release/VERSION or "
             "host[:port]/repo:tag or host[:port]/repo@sha256:..."
         ) from None
-    registry = default_registry(ref.registry)
+    # Verifying only reads: the global push credentials never go to the host named
+    # here, which may be anyone's (only that host's own configured ones are sent).
+    registry = pull_registry(ref.registry)
     digest = registry.manifest_exists(ref.repository, ref.identifier)
     if digest is None:
         raise VerifyError(f"{ref} does not exist on {ref.registry}")

@@ -166,11 +166,11 @@ def _from_registry(
     manifest names (the config, OCI or Docker's `container.image.v1`, and the layers)
     is a blob, from /blobs/ into the store.
     """
-    from shipyard.oci.remote.registry import Registry  # the HTTP stack only for registry bases
+    from shipyard.oci.remote.push import pull_registry  # the HTTP stack only for registry bases
 
     # A base registry is not a push target: only credentials configured for its own
     # host are sent there, never the global SHIPYARD_REGISTRY_USER pair.
-    registry = Registry(ref.registry, environ=env, global_credentials=False)
+    registry = pull_registry(ref.registry, env)
     data, media_type, digest = registry.get_manifest(ref.repository, ref.identifier)
     seen = {digest: data}
 

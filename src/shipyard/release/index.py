@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -217,13 +219,28 @@ class PackageIndex:
 
         return self._http.retrying(op, fetch)
 
-    def upload(self, path: Path) -> None:
+    def upload(self, path: Path, sha256: str | None = None) -> None:
         """Upload one file with twine, retrying transient failures; else PackageIndexError.
 
-        After a transient failure the index is asked for the file: if it has these
-        very bytes the upload landed and only its answer was lost, so it is not sent
-        again (an index refuses a second upload of a file name).
+        With `sha256` (the digest a verified release gives the file), what is sent is
+        a private copy whose digest was checked: the file cannot be swapped between
+        the release's check and the upload. After a transient failure the index is
+        asked for the file: if it has these very bytes the upload landed and only its
+        answer was lost, so it is not sent again (an index refuses a second upload
+        of a file name).
         """
+        if sha256 is not None:
+            with tempfile.TemporaryDirectory(prefix="shipyard-upload-") as private:
+                copy = Path(private) / path.name
+                shutil.copyfile(path, copy, follow_symlinks=False)
+                found = sha256_file(copy)
+                if found != sha256:
+                    raise PackageIndexError(
+                        "", "", f"{path} has sha256 {found}, not the {sha256} it was checked "
+                        "with: it changed during the release; nothing was uploaded"
+                    )
+                self.upload(copy)
+            return
         op = f"upload {path.name} to {self.url}"
         expected = sha256_file(path)
         tried = False

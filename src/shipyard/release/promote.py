@@ -53,7 +53,6 @@ tags suffixed too (`latest-debug`).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -70,7 +69,7 @@ from shipyard.oci.model import Descriptor, OCIError
 from shipyard.oci.remote.push import Hub, Publisher, default_registry, parse_hub, variant_tags
 from shipyard.oci.remote.registry import Registry, RegistryError
 from shipyard.release.index import PackageIndex
-from shipyard.release.provenance import PROVENANCE_FILE, push_attestation, read_provenance
+from shipyard.release.provenance import push_attestation, read_provenance
 from shipyard.release.rails import (
     TagClash,
     check_protected,
@@ -81,6 +80,7 @@ from shipyard.release.rails import (
 )
 from shipyard.release.sbom import Attachment, attachment, push_attachment
 from shipyard.release.signing import (
+    SUMS,
     SUMS_SIG,
     SigningKey,
     VerifyError,
@@ -88,6 +88,7 @@ from shipyard.release.signing import (
     verify_image_signature,
     verify_sums,
 )
+from shipyard.release.verification import VerifiedRelease, check_release
 
 __all__ = [
     "ImageCopy",
@@ -196,6 +197,8 @@ class Promotion:
     notes: tuple[str, ...] = ()  # told before a dry run's steps (a protected hub)
     signed: bool = False  # staged signed (SHA256SUMS.sig): promoted only with the key
     envelopes: tuple[bytes, ...] = ()  # the staged provenance (provenance.intoto.jsonl)
+    # The public key (PEM) the folder was checked with when planned; b"" for none.
+    checked_with: bytes = b""
 
     def tag_order(self) -> list[tuple[ImageCopy, str]]:
         """(image, tag) in the order tags move: the version tag everywhere, then the rest."""
@@ -231,28 +234,42 @@ def _usage(folder: Path, what: str) -> UsageError:
     return UsageError(f"{folder / _RELEASE_JSON}: {what}; stage the release again")
 
 
-def _read_staged(folder: Path, version: str) -> dict[str, Any]:
+def _read_staged(folder: Path, version: str, key: SigningKey | None) -> VerifiedRelease:
+    """The staged release in `folder`, through the check `shipyard verify` runs.
+
+    UsageError (exit 2) when there is none, it is a snapshot, or the key does not
+    fit it (`_check_key`); PromotionError (exit 1) when the folder is not what was
+    staged and signed: a file changed, added or removed, release.json or the
+    provenance rewritten, a symlink planted, another version's folder.
+    """
     path = folder / _RELEASE_JSON
-    try:
-        staged = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    if not path.is_file() and not path.is_symlink():
         raise UsageError(
             f"no staged release of {version}: {path} does not exist; promote copies a release "
             f"staged and published to the staging hub: run `shipyard release --version={version}` "
             "with HUB set to the staging hub first (here, or copy its dist/release folder here)"
+        )
+    _check_key(folder, (folder / SUMS_SIG).exists() or (folder / SUMS_SIG).is_symlink(), key)
+    try:
+        verified = check_release(
+            folder,
+            public=key.public if key is not None else None,
+            version=version,
+            require_signed=key is not None,
+        )
+    except VerifyError as exc:
+        raise PromotionError(
+            f"{exc}; nothing was promoted: the staged release is not what was staged"
+            + (" and signed" if key is not None else "")
+            + ". Stage and publish it again, and find out who changed it"
         ) from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path} is not readable JSON ({exc}); stage the release again") from None
-    if not isinstance(staged, dict) or not isinstance(staged.get("artifacts"), list):
-        raise _usage(folder, "no artifacts list")
-    if staged.get("version") != version:
-        raise _usage(folder, f"version is {staged.get('version')!r}, not {version!r}")
+    staged = verified.staged
     if staged.get("snapshot"):
         raise UsageError(
             f"{path} is a snapshot: a snapshot is never published, so there is nothing at a "
             f"staging hub to promote; release it with `shipyard release --version={version}`"
         )
-    return staged
+    return verified
 
 
 def _inside(folder: Path, rel: object) -> Path:
@@ -393,13 +410,19 @@ def _image_copies(
 
 
 def plan_promotion(
-    manifest: Manifest, options: PromoteOptions, env: Mapping[str, str]
+    manifest: Manifest,
+    options: PromoteOptions,
+    env: Mapping[str, str],
+    signing_key: SigningKey | None = None,
 ) -> Promotion:
     """What promoting `options.version` from `options.source` does; touches no network.
 
-    Raises UsageError (exit 2) for a missing or damaged staged release, a staged
-    wheel that changed, an image with no final hub, or a protected hub outside CI
-    without --force-protected (a dry run notes it instead).
+    The staged folder first passes the check `shipyard verify` runs
+    (`verification.check_release`, with `signing_key`'s public half when given), and
+    the plan is made from the bytes it checked. Raises PromotionError (exit 1) when
+    the folder is not what was staged (and signed), UsageError (exit 2) for a
+    missing release or a key that does not fit it, an image with no final hub, or a
+    protected hub outside CI without --force-protected (a dry run notes it instead).
     """
     source = parse_hub(options.source)
     if not source.path:
@@ -408,7 +431,8 @@ def plan_promotion(
             "names it, host[:port]/path (e.g. 127.0.0.1:5000/staging)"
         )
     folder = release_dir(dist_dir(manifest.root), options.version)
-    staged = _read_staged(folder, options.version)
+    verified = _read_staged(folder, options.version, signing_key)
+    staged = verified.staged
     images, binaries = _image_copies(manifest, options, folder, staged)
     wheels = _wheels(folder, staged)
     if not images and not wheels:
@@ -421,7 +445,7 @@ def plan_promotion(
         "here without --force-protected"
         for r in refused_hubs(binaries.values(), env, force=force)
     )
-    envelopes = read_provenance(folder) if (folder / PROVENANCE_FILE).is_file() else []
+    envelopes = read_provenance(folder) if verified.signed else []
     return Promotion(
         options.version,
         folder,
@@ -430,33 +454,49 @@ def plan_promotion(
         binaries,
         options.clobber,
         notes,
-        signed=(folder / SUMS_SIG).is_file(),
+        signed=verified.signed,
         envelopes=tuple(envelopes),
+        checked_with=_fingerprint(signing_key),
     )
 
 
+def _fingerprint(key: SigningKey | None) -> bytes:
+    return key.public_pem() if key is not None else b""
+
+
 def check_signing_key(promotion: Promotion, key: SigningKey | None) -> None:
-    """A release staged signed is promoted only with the key that signed it.
+    """A release is promoted with a signing key only if that key signed it.
 
     UsageError (exit 2) when the release folder has SHA256SUMS.sig and no key is
-    given (a promotion must not drop the signatures), or when the key given does
-    not verify SHA256SUMS.sig (another key: its signatures would not match the
-    release's). Local only; nothing is sent.
+    given (a promotion must not drop the signatures), when the key given does not
+    verify SHA256SUMS.sig (another key), or when a key is given for a release staged
+    unsigned (the key would vouch for images nobody signed). Local only.
     """
-    sig = promotion.folder / SUMS_SIG
-    if promotion.signed and key is None:
+    _check_key(promotion.folder, promotion.signed, key)
+
+
+def _check_key(folder: Path, signed: bool, key: SigningKey | None) -> None:
+    sig = folder / SUMS_SIG
+    if signed and key is None:
         raise UsageError(
-            f"{promotion.folder} was staged signed ({SUMS_SIG}), but no signing key is given; "
+            f"{folder} was staged signed ({SUMS_SIG}), but no signing key is given; "
             "nothing was sent. Pass the key that signed the release, --signing-key PATH (or "
             "SHIPYARD_SIGNING_KEY): a promotion must not drop the release's signatures"
         )
-    if promotion.signed and key is not None:
+    if not signed and key is not None:
+        raise UsageError(
+            f"{folder} was staged unsigned (no {SUMS_SIG}), but a signing key is given "
+            f"({key.source}); nothing was sent. A key signs at the final hubs only what it "
+            "signed when the release was staged: stage the release signed, or promote it "
+            "without a key (unset SHIPYARD_SIGNING_KEY)"
+        )
+    if signed and key is not None:
         try:
-            verify_sums(promotion.folder, key.public)
+            verify_sums(folder, key.public)
         except VerifyError as exc:
             raise UsageError(
-                f"{key.source}: not the key that signed the release ({exc}); nothing was sent. "
-                f"Pass the key that signed {sig}"
+                f"{key.source}: not the key that signed the release, or {SUMS} was changed "
+                f"since ({exc}); nothing was sent. Pass the key that signed {sig}"
             ) from None
 
 
@@ -665,7 +705,7 @@ def _upload(index: PackageIndex | None, wheel: StagedWheel, result: PromotionRes
         raise PromotionError("wheels are staged but no package index is set")
     if index.sha256(wheel.name) == wheel.sha256:
         return f"have wheel {wheel.name} on {index.url}"
-    index.upload(wheel.path)
+    index.upload(wheel.path, wheel.sha256)
     result.wheels_uploaded += 1
     return f"uploaded wheel {wheel.name} to {index.url}"
 
@@ -741,6 +781,9 @@ def promote(
     TagClobberError (exit 1) when such a tag appears between those checks and its move.
     """
     check_signing_key(promotion, signing_key)
+    if _fingerprint(signing_key) != promotion.checked_with:
+        # Planned with another key (or none): the folder is checked again with this one.
+        _read_staged(promotion.folder, promotion.version, signing_key)
     _need_index(index, promotion, dry_run)
     clients = Publisher(registry_for)
     dist = promotion.folder.parent.parent

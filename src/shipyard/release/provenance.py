@@ -9,8 +9,8 @@ pre-authentication encoding (PAE) with the release's signing key, so
 line of `provenance.intoto.jsonl` and attached to each image as
 `sha256-<hex>.att`, the way `cosign attest` does.
 
-`verify_release` checks a staged folder: SHA256SUMS.sig, every file against
-SHA256SUMS, and the provenance's signature and subjects against release.json.
+A staged folder's provenance is checked with the rest of the folder, by
+`shipyard.release.verification`.
 """
 
 from __future__ import annotations
@@ -19,30 +19,28 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from shipyard import __version__
-from shipyard._fs import atomic_write, sha256_file
+from shipyard._fs import atomic_write
 from shipyard.oci.mediatypes import DSSE_ENVELOPE, IN_TOTO
-from shipyard.oci.remote.registry import NotFound, Registry
+from shipyard.oci.remote.registry import Registry
 from shipyard.release.signing import (
     SIGNATURE_ANNOTATION,
-    SUMS,
-    SUMS_SIG,
     AttachedLayer,
     PushedSignature,
     SigningKey,
     VerifyError,
+    attached_layers,
     attached_tag,
     fetch_blob,
     push_attached,
     sign_blob,
     verify_blob,
-    verify_sums,
 )
 
 __all__ = [
@@ -60,9 +58,9 @@ __all__ = [
     "push_attestation",
     "read_provenance",
     "sign_envelope",
+    "subject_set",
     "verify_envelope",
     "verify_image_attestation",
-    "verify_release",
     "write_provenance",
 ]
 
@@ -262,20 +260,19 @@ def push_attestation(
     return push_attached(registry, repo, digest, "att", layer, on_step=on_step)
 
 
-def _subject_set(subjects: object) -> set[tuple[str, str, str]]:
+def subject_set(subjects: object) -> set[tuple[str, str, str]]:
+    """In-toto subjects as (name, algorithm, digest) triples; malformed entries count as none."""
     found: set[tuple[str, str, str]] = set()
     for subject in subjects if isinstance(subjects, list) else []:
         digests = subject.get("digest") if isinstance(subject, dict) else None
-        for algorithm, value in (digests or {}).items():
+        for algorithm, value in (digests if isinstance(digests, dict) else {}).items():
             found.add((str(subject.get("name")), str(algorithm), str(value)))
     return found
 
 
 def _names_digest(statement: Mapping[str, Any], digest: str) -> bool:
     algorithm, _, hexpart = digest.partition(":")
-    return any(
-        a == algorithm and v == hexpart for _, a, v in _subject_set(statement.get("subject"))
-    )
+    return any(a == algorithm and v == hexpart for _, a, v in subject_set(statement.get("subject")))
 
 
 def verify_image_attestation(
@@ -284,137 +281,28 @@ def verify_image_attestation(
     """Check the `.att` of the image `digest` in `repo`, if it has one; its Statement.
 
     None when there is no `.att`. Each DSSE layer must verify under `public` and
-    its Statement must list `digest` among its subjects; else VerifyError.
+    its Statement must list `digest` among its subjects; else VerifyError, for a
+    malformed manifest too (`attached_layers` checks every part it reads).
     """
     tag = attached_tag(digest, "att")
     where = f"{registry.host}/{repo}:{tag}"
-    try:
-        if registry.manifest_exists(repo, tag) is None:
-            return None
-        data, _, _ = registry.get_manifest(repo, tag)
-    except NotFound:
+    layers = attached_layers(registry, repo, tag)
+    if layers is None:
         return None
-    layers = json.loads(data).get("layers") or []
     statement: dict[str, Any] | None = None
-    for desc in layers:
-        if desc.get("mediaType") != DSSE_MEDIA_TYPE:
+    for layer in layers:
+        if layer.media_type != DSSE_MEDIA_TYPE:
             continue
-        blob = fetch_blob(registry, repo, str(desc.get("digest")))
+        blob = fetch_blob(registry, repo, layer.digest, layer.size)
         try:
             envelope = json.loads(blob)
-        except ValueError:
-            raise VerifyError(f"{where}: layer {desc.get('digest')} is not JSON") from None
-        statement = verify_envelope(envelope, public, f"{where} layer {desc.get('digest')}")
+        except (ValueError, RecursionError):
+            raise VerifyError(f"{where}: layer {layer.digest} is not JSON") from None
+        if not isinstance(envelope, dict):
+            raise VerifyError(f"{where}: layer {layer.digest} is not a DSSE envelope")
+        statement = verify_envelope(envelope, public, f"{where} layer {layer.digest}")
         if not _names_digest(statement, digest):
             raise VerifyError(f"{where}: the attestation's subjects do not name {digest}")
     if statement is None:
         raise VerifyError(f"{where} holds no DSSE envelope")
     return statement
-
-
-def _check_sums(folder: Path) -> int:
-    """Every file SHA256SUMS lists has its sha256; every file is listed. How many."""
-    listed: dict[str, str] = {}
-    for number, line in enumerate((folder / SUMS).read_text().splitlines(), 1):
-        digest, sep, rel = line.partition("  ")
-        if not sep or len(digest) != 64:
-            raise VerifyError(f"{folder / SUMS}:{number}: not a sha256sum line")
-        listed[rel] = digest
-    for rel, digest in sorted(listed.items()):
-        path = folder / rel
-        if ".." in Path(rel).parts or not path.is_file():
-            raise VerifyError(f"{path} is listed in {SUMS} but missing")
-        found = sha256_file(path)
-        if found != digest:
-            raise VerifyError(f"{path} has sha256 {found}, {SUMS} says {digest}")
-    unsummed = {SUMS, SUMS_SIG, _JOURNAL}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder).as_posix()
-        if rel not in listed and rel not in unsummed:
-            raise VerifyError(f"{path} is in the release but not in {SUMS}")
-    return len(listed)
-
-
-def _check_release_json(folder: Path, staged: Mapping[str, Any]) -> None:
-    """release.json's file digests and image index digests match the folder, and each
-    SBOM describes an artifact the release lists (`of`: a path, or an image's or
-    platform manifest's digest)."""
-    artifacts = staged.get("artifacts", [])
-    described = {str(a.get("path")) for a in artifacts} | {
-        str(d)
-        for a in artifacts
-        if a.get("kind") == "image"
-        for d in (a.get("digest"), *(m.get("digest") for m in a.get("manifests") or []))
-    }
-    for art in artifacts:
-        of = art.get("of")
-        if art.get("kind") == "sbom" and of is not None and str(of) not in described:
-            raise VerifyError(
-                f"{folder / str(art.get('path'))} describes {of}, which release.json does not list"
-            )
-    for art in artifacts:
-        path = folder / str(art.get("path"))
-        if art.get("kind") == "image":
-            try:
-                tops = json.loads((path / "index.json").read_bytes()).get("manifests") or []
-            except (OSError, ValueError):
-                raise VerifyError(f"{path}/index.json is missing or not JSON") from None
-            found = [t.get("digest") for t in tops]
-            if found != [art.get("digest")]:
-                raise VerifyError(
-                    f"{path}/index.json names {', '.join(map(str, found)) or 'nothing'}, "
-                    f"release.json says {art.get('digest')}"
-                )
-        elif "sha256" in art:
-            found_sha = sha256_file(path) if path.is_file() else "(missing)"
-            if found_sha != art["sha256"]:
-                raise VerifyError(
-                    f"{path} has sha256 {found_sha}, release.json says {art['sha256']}"
-                )
-
-
-def verify_release(folder: Path, public: ec.EllipticCurvePublicKey) -> Sequence[str]:
-    """Check a staged release folder; what was checked, one line each.
-
-    In order: SHA256SUMS.sig over SHA256SUMS; every file against SHA256SUMS (and
-    none unlisted); release.json's digests against the files; the provenance
-    envelope's signature, and its subjects equal to release.json's artifacts and
-    image digests. VerifyError names the first mismatch.
-    """
-    done: list[str] = []
-    verify_sums(folder, public)
-    done.append(f"{SUMS_SIG}: signature over {SUMS} verified")
-    done.append(f"{SUMS}: {_check_sums(folder)} file(s) match")
-    try:
-        staged = json.loads((folder / RELEASE_JSON).read_bytes())
-    except (OSError, ValueError):
-        raise VerifyError(f"{folder / RELEASE_JSON} is missing or not JSON") from None
-    _check_release_json(folder, staged)
-    done.append(f"{RELEASE_JSON}: {len(staged.get('artifacts', []))} artifact(s) match")
-    path = folder / PROVENANCE_FILE
-    if not path.is_file():
-        raise VerifyError(f"{path} is missing: the release has no provenance")
-    lines = read_provenance(folder)
-    if not lines:
-        raise VerifyError(f"{path} is empty")
-    want = _subject_set(expected_subjects(staged))
-    for number, line in enumerate(lines, 1):
-        where = f"{path}:{number}"
-        try:
-            envelope = json.loads(line)
-        except ValueError:
-            raise VerifyError(f"{where}: not JSON") from None
-        statement = verify_envelope(envelope, public, where)
-        if statement.get("predicateType") != SLSA_PREDICATE:
-            raise VerifyError(f"{where}: predicateType is not {SLSA_PREDICATE}")
-        have = _subject_set(statement.get("subject"))
-        if have != want:
-            extra, missing = sorted(have - want), sorted(want - have)
-            first = (
-                f"names {extra[0][0]} ({extra[0][1]}:{extra[0][2]}), which release.json does not"
-                if extra
-                else f"lacks {missing[0][0]} ({missing[0][1]}:{missing[0][2]})"
-            )
-            raise VerifyError(f"{where}: the provenance's subjects differ: it {first}")
-        done.append(f"{PROVENANCE_FILE}: signature verified, {len(have)} subject(s) match")
-    return done

@@ -3,10 +3,12 @@
 Publish works from dist/release/<version>/ alone, in three phases, so that a
 failure part-way never leaves a partly public release behind a tag:
 
-1. every staged file is checked against release.json (a wheel's sha256, every
-   blob and manifest of an image layout against its digest), and a file the
-   stage did not write (absent from SHA256SUMS) is refused; either stops the
-   release with exit 2 naming the file, before anything is sent;
+1. the staged folder passes the check `shipyard verify` and promote run
+   (`verification.check_release`: no symlink, every file against SHA256SUMS and
+   none unlisted, release.json against them, with a key the signature and the
+   provenance), then every image layout is read and each blob and manifest
+   hashed against its digest; a mismatch stops the release with exit 2 naming
+   the file, before anything is sent;
 2. every image goes to every hub by digest (blobs, platform manifests, the
    index), then every wheel goes to the package index;
 3. only when all of that succeeded do tags move: the version tag on every hub,
@@ -52,8 +54,8 @@ from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.rails import check_tag_move
 from shipyard.release.sbom import Attachment, attachment, push_attachment
-from shipyard.release.signing import SUMS_SIG
-from shipyard.release.staging import SUMS
+from shipyard.release.signing import SUMS_SIG, VerifyError
+from shipyard.release.verification import check_release
 
 __all__ = [
     "NO_INDEX",
@@ -62,8 +64,8 @@ __all__ = [
     "Verify",
     "attach_sboms",
     "check_staged",
-    "check_unlisted",
     "publish_steps",
+    "verify_staged",
 ]
 
 
@@ -227,28 +229,35 @@ def check_staged(folder: Path, staged: dict[str, Any]) -> dict[str, LayoutImage]
     return images
 
 
-def check_unlisted(folder: Path) -> None:
-    """Refuse a file in `folder` that was not staged (not in its SHA256SUMS).
+def verify_staged(ctx: ReleaseContext) -> dict[str, Any]:
+    """The staged folder through the check `shipyard verify` and promote run; its
+    release.json as checked.
 
-    Staging lists every file it writes in SHA256SUMS (all but the sums and the
-    journal); a file found beside them came later (a resumed release skips the
-    stage stage) and must not ride along with the release.
+    With a signing key the folder must be signed by it (a resumed publish signs
+    images only for a release its key signed); a mismatch, an unlisted or missing
+    file, a symlink or another version's folder is a UsageError (exit 2) naming it,
+    before anything is sent.
     """
-    sums = folder / SUMS
-    try:
-        text = sums.read_text(encoding="utf-8")
-    except (OSError, ValueError):
+    folder, key = ctx.release_dir, ctx.signing_key
+    if (folder / SUMS_SIG).exists() and key is None:
         raise UsageError(
-            f"{sums} is missing or unreadable; pass --clean to stage the release again"
+            f"{folder} was staged signed ({SUMS_SIG}), but no signing key is given; "
+            "nothing was sent. Pass the same --signing-key (or SHIPYARD_SIGNING_KEY), "
+            "or --clean to stage the release again unsigned"
+        )
+    try:
+        verified = check_release(
+            folder,
+            public=key.public if key is not None else None,
+            version=ctx.stamp.version,
+            require_signed=key is not None,
+        )
+    except VerifyError as exc:
+        raise UsageError(
+            f"{exc}: the staged release changed since it was staged; nothing was sent. "
+            "Pass --clean to build and stage the release again"
         ) from None
-    listed = {line.partition("  ")[2] for line in text.splitlines()}
-    listed |= {SUMS, SUMS_SIG, JOURNAL_NAME}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        if path.relative_to(folder).as_posix() not in listed:
-            raise UsageError(
-                f"{path} is in the staged release but was not staged (SHA256SUMS does not "
-                "list it); nothing was sent. Remove it, or pass --clean to stage again"
-            )
+    return verified.staged
 
 
 class _Steps:
@@ -294,14 +303,9 @@ class Publish:
     def run(self, ctx: ReleaseContext) -> None:
         """Publish each step not yet journalled; in a dry run, only report each step."""
         folder = ctx.release_dir
-        images = check_staged(folder, ctx.staged or {})
-        check_unlisted(folder)
-        if (folder / SUMS_SIG).is_file() and ctx.signing_key is None:
-            raise UsageError(
-                f"{folder} was staged signed ({SUMS_SIG}), but no signing key is given; "
-                "nothing was sent. Pass the same --signing-key (or SHIPYARD_SIGNING_KEY), "
-                "or --clean to stage the release again unsigned"
-            )
+        # What is published is what was checked: release.json as the check read it.
+        ctx.staged = verify_staged(ctx)
+        images = check_staged(folder, ctx.staged)
         steps = _Steps(ctx, Journal(folder / JOURNAL_NAME))
         publisher = Publisher(ctx.registry_for, on_step=ctx.on_step)
         self._images(ctx, steps, publisher, images)
@@ -383,7 +387,7 @@ class Publish:
                 f"{art['sha256']}; an index never replaces a file: release a new version"
             )
         else:
-            index.upload(ctx.release_dir / art["path"])
+            index.upload(ctx.release_dir / art["path"], art["sha256"])
             ctx.on_step(f"uploaded {step} to {index.url}")
 
     def _tags(

@@ -28,6 +28,7 @@ import binascii
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,9 +43,10 @@ from shipyard._fs import atomic_write
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.mediatypes import COSIGN_SIMPLE_SIGNING, OCI_CONFIG, OCI_MANIFEST
 from shipyard.oci.remote.reference import validate_digest, validate_repository
-from shipyard.oci.remote.registry import NotFound, Registry
+from shipyard.oci.remote.registry import NotFound, Registry, RegistryError
 
 __all__ = [
+    "BLOB_LIMIT",
     "COSIGN_CONFIG_MEDIA_TYPE",
     "KEY_ENV",
     "PASSWORD_ENV",
@@ -52,9 +54,11 @@ __all__ = [
     "SIMPLE_SIGNING_MEDIA_TYPE",
     "SUMS_SIG",
     "AttachedLayer",
+    "LayerRef",
     "PushedSignature",
     "SigningKey",
     "VerifyError",
+    "attached_layers",
     "attached_tag",
     "attachment_config",
     "fetch_blob",
@@ -64,6 +68,7 @@ __all__ = [
     "parse_signing_key",
     "push_attached",
     "push_signature",
+    "read_capped",
     "sign_blob",
     "sign_sums",
     "simple_signing_payload",
@@ -83,6 +88,11 @@ COSIGN_CONFIG_MEDIA_TYPE = OCI_CONFIG
 _SIMPLE_SIGNING_TYPE = "cosign container image signature"
 _PEM_START = "-----BEGIN"
 _KEYGEN_HINT = "write a pair with `shipyard keygen`"
+# The most a signature, SBOM or attestation layer fetched for checking may hold.
+BLOB_LIMIT = 16 << 20
+# The most SHA256SUMS and SHA256SUMS.sig may hold: far above any real release's.
+SUMS_LIMIT = 16 << 20
+SIG_LIMIT = 64 << 10
 
 
 class VerifyError(ShipyardError):
@@ -289,15 +299,39 @@ def _b64decode(text: str | bytes, what: str) -> bytes:
         raise VerifyError(f"{what} is not base64") from None
 
 
-def verify_sums(folder: Path, public: ec.EllipticCurvePublicKey) -> None:
-    """Check SHA256SUMS.sig over SHA256SUMS; VerifyError naming the file on a mismatch."""
+def read_capped(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file `path`, never through a symlink; VerifyError when
+    it is missing, not a regular file, or larger than `limit` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise VerifyError(f"{path} is missing") from None
+    except OSError as exc:  # ELOOP: a symlink
+        raise VerifyError(f"{path} cannot be read ({exc.strerror}); it must be a file") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise VerifyError(f"{path} is not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise VerifyError(f"{path} is larger than {limit} bytes; it is no file shipyard wrote")
+    return data
+
+
+def verify_sums(folder: Path, public: ec.EllipticCurvePublicKey) -> bytes:
+    """Check SHA256SUMS.sig over SHA256SUMS; the verified SHA256SUMS bytes.
+
+    Both are read without following symlinks and with a size cap. VerifyError
+    naming the file on a mismatch.
+    """
     sums, sig = folder / SUMS, folder / SUMS_SIG
     for path in (sums, sig):
-        if not path.is_file():
+        if not path.is_file() and not path.is_symlink():
             raise VerifyError(f"{path} is missing: the release is not signed")
-    signature = _b64decode(sig.read_bytes().strip(), str(sig))
-    if not verify_blob(public, sums.read_bytes(), signature):
+    data = read_capped(sums, SUMS_LIMIT)
+    signature = _b64decode(read_capped(sig, SIG_LIMIT).strip(), str(sig))
+    if not verify_blob(public, data, signature):
         raise VerifyError(f"{sig} does not verify {sums} with the given key")
+    return data
 
 
 def simple_signing_payload(docker_reference: str, digest: str) -> bytes:
@@ -382,14 +416,83 @@ def _put_blob(registry: Registry, repo: str, data: bytes) -> str:
     return digest
 
 
-def fetch_blob(registry: Registry, repo: str, digest: str, *, limit: int = 16 << 20) -> bytes:
-    """The bytes of a (small) blob, checked against its digest by the client."""
+def fetch_blob(
+    registry: Registry, repo: str, digest: object, size: object, *, limit: int = BLOB_LIMIT
+) -> bytes:
+    """The bytes of a small blob a manifest's descriptor names, checked against its digest.
+
+    `size` is the descriptor's: a blob said to be over `limit` is refused before any
+    byte is fetched, and the download stops at the first byte past `size` (a registry
+    cannot stream gigabytes behind a descriptor of 180 bytes). VerifyError otherwise.
+    """
+    where = f"{registry.host}/{repo}@{digest}"
+    if not isinstance(digest, str) or not _is_sha256(digest):
+        raise VerifyError(f"{registry.host}/{repo}: a layer's digest {digest!r} is not sha256")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise VerifyError(f"{where}: the layer's size {size!r} is not a byte count")
+    if size > limit:
+        raise VerifyError(f"{where} is {size} bytes, over the {limit} a signature may have")
     with tempfile.TemporaryDirectory(prefix="shipyard-sig-") as tmp:
         path = Path(tmp) / "blob"
-        registry.pull_blob(repo, digest, path)
-        if path.stat().st_size > limit:
-            raise VerifyError(f"{registry.host}/{repo}@{digest} is larger than {limit} bytes")
+        try:
+            registry.pull_blob(repo, digest, path, size=size)
+        except RegistryError as exc:
+            raise VerifyError(f"{where}: {exc}") from None
         return path.read_bytes()
+
+
+def _is_sha256(digest: str) -> bool:
+    algorithm, _, hexpart = digest.partition(":")
+    return algorithm == "sha256" and len(hexpart) == 64 and set(hexpart) <= set("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class LayerRef:
+    """A layer descriptor of a `.sig`/`.att` manifest, read strictly from the registry."""
+
+    media_type: str
+    digest: str
+    size: int
+    annotations: Mapping[str, str]
+
+
+def attached_layers(registry: Registry, repo: str, tag: str) -> list[LayerRef] | None:
+    """The layers of the cosign manifest at `tag`, or None when the tag is absent.
+
+    Every part a verifier reads is checked for its type: a manifest that is not a
+    JSON object, a layer that is not one, a digest, size or annotation of the wrong
+    kind is a VerifyError naming the tag (never an exception of another kind).
+    """
+    where = f"{registry.host}/{repo}:{tag}"
+    try:
+        if registry.manifest_exists(repo, tag) is None:
+            return None
+        data, _, _ = registry.get_manifest(repo, tag, accept=(OCI_MANIFEST,))
+    except NotFound:
+        return None
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError):
+        raise VerifyError(f"{where}: the manifest is not JSON") from None
+    layers = document.get("layers") if isinstance(document, dict) else None
+    if not isinstance(layers, list):
+        raise VerifyError(f"{where}: the manifest has no list of layers")
+    found = []
+    for number, desc in enumerate(layers):
+        if not isinstance(desc, dict):
+            raise VerifyError(f"{where}: layer {number} is not an object")
+        media_type, digest, size = desc.get("mediaType"), desc.get("digest"), desc.get("size")
+        annotations = desc.get("annotations") or {}
+        if not isinstance(media_type, str) or not isinstance(digest, str):
+            raise VerifyError(f"{where}: layer {number} lacks its media type or digest")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise VerifyError(f"{where}: layer {number}'s size {size!r} is not a byte count")
+        if not isinstance(annotations, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
+        ):
+            raise VerifyError(f"{where}: layer {number}'s annotations are not strings")
+        found.append(LayerRef(media_type, digest, size, annotations))
+    return found
 
 
 def _existing_layers(registry: Registry, repo: str, tag: str) -> tuple[list[dict[str, Any]], str]:
@@ -399,7 +502,7 @@ def _existing_layers(registry: Registry, repo: str, tag: str) -> tuple[list[dict
     data, _, digest = registry.get_manifest(repo, tag, accept=(OCI_MANIFEST,))
     try:
         layers = json.loads(data).get("layers") or []
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         layers = []
     return [layer for layer in layers if isinstance(layer, dict)], digest
 
@@ -470,10 +573,11 @@ def push_signature(
     def signed_by_us(desc: dict[str, Any]) -> bool:
         if desc.get("digest") != layer.digest:
             return False
-        theirs = (desc.get("annotations") or {}).get(SIGNATURE_ANNOTATION, "")
+        theirs = desc.get("annotations") or {}
+        encoded = theirs.get(SIGNATURE_ANNOTATION, "") if isinstance(theirs, dict) else ""
         try:
-            return verify_blob(key.public, payload, base64.b64decode(theirs, validate=True))
-        except (binascii.Error, ValueError):
+            return verify_blob(key.public, payload, base64.b64decode(encoded, validate=True))
+        except (binascii.Error, ValueError, TypeError):
             return False
 
     return push_attached(registry, repo, digest, "sig", layer, have=signed_by_us, on_step=on_step)
@@ -491,26 +595,23 @@ def verify_image_signature(
     """
     tag = attached_tag(digest, "sig")
     where = f"{registry.host}/{repo}:{tag}"
-    try:
-        layers, _ = _existing_layers(registry, repo, tag)
-    except NotFound:
-        layers = []
+    layers = attached_layers(registry, repo, tag)
     if not layers:
         raise VerifyError(f"{registry.host}/{repo}@{digest} is not signed: no {tag}")
     problems: list[str] = []
-    for desc in layers:
-        if desc.get("mediaType") != SIMPLE_SIGNING_MEDIA_TYPE:
+    for layer in layers:
+        if layer.media_type != SIMPLE_SIGNING_MEDIA_TYPE:
             continue
-        payload = fetch_blob(registry, repo, str(desc.get("digest")))
-        encoded = (desc.get("annotations") or {}).get(SIGNATURE_ANNOTATION, "")
+        payload = fetch_blob(registry, repo, layer.digest, layer.size)
+        encoded = layer.annotations.get(SIGNATURE_ANNOTATION, "")
         try:
             signature = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
-            problems.append(f"{where}: layer {desc.get('digest')}'s signature is not base64")
+            problems.append(f"{where}: layer {layer.digest}'s signature is not base64")
             continue
         if not verify_blob(public, payload, signature):
             problems.append(
-                f"{where}: the signature of layer {desc.get('digest')} does not verify its "
+                f"{where}: the signature of layer {layer.digest} does not verify its "
                 "payload with the given key"
             )
             continue

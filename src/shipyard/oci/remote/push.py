@@ -42,6 +42,7 @@ __all__ = [
     "Publisher",
     "PushResult",
     "default_registry",
+    "pull_registry",
     "missing_platforms",
     "move_tags",
     "parse_hub",
@@ -244,6 +245,13 @@ class PushResult:
 def default_registry(host: str, environ: Mapping[str, str] | None = None) -> Registry:
     """A client for `host` with credentials from the environment or docker's config."""
     return Registry(host, credentials=find_credentials(host, environ=environ), environ=environ)
+
+
+def pull_registry(host: str, environ: Mapping[str, str] | None = None) -> Registry:
+    """A client for a registry shipyard only reads from (a base image's, one `verify`
+    checks): only credentials configured for `host` itself are sent, never the global
+    SHIPYARD_REGISTRY_USER pair, which is for the hubs shipyard pushes to."""
+    return Registry(host, environ=environ, global_credentials=False)
 
 
 @dataclass

@@ -479,6 +479,11 @@ class Registry(Transport):
                 with os.fdopen(fd, "wb") as out:
                     try:
                         for chunk in resp.iter_content(1 << 20):
+                            if size is not None and total + len(chunk) > size:
+                                # Never more than the descriptor said: a hostile registry
+                                # cannot fill the disk behind a small descriptor.
+                                detail = f"the registry sent more than the {size} bytes asked for"
+                                raise RegistryError(self.host, op, detail)
                             hasher.update(chunk)
                             out.write(chunk)
                             total += len(chunk)

@@ -1,0 +1,393 @@
+"""The one check of a staged release folder, run by `shipyard verify`, publish and promote.
+
+A release folder (dist/release/<version>/, staged here or copied from elsewhere) is
+trusted only as far as this check goes, and every command that reads one runs it
+first, on the same bytes it then uses:
+
+1. the folder holds regular files and folders only: a symlink anywhere (to a file
+   or a folder) or a special file is refused, so nothing outside the folder can be
+   listed, hashed or published through it;
+2. SHA256SUMS parses as `sha256sum -c` reads it, strictly: one `<64 hex>  <name>`
+   (or ` *<name>`) per line, names relative, without `..`, each listed once;
+3. with a public key, SHA256SUMS.sig verifies SHA256SUMS (a signed release must
+   be checked with one; `require_signed` refuses an unsigned folder);
+4. every listed file is there with its digest, and every file is listed (only the
+   sums, their signature and the publish journal are not);
+5. release.json is listed, names the version asked for, and every artifact it names
+   is listed with the same digest; an image's layout index names its digest and its
+   platform manifests; an SBOM describes an artifact the release lists;
+6. with a public key, the provenance (required in a signed release) verifies, its
+   subjects are exactly release.json's artifacts and its version is the release's.
+
+Without a key the check is one of integrity, not of origin: whoever can rewrite the
+folder can rewrite SHA256SUMS too. Signed releases get origin as well.
+
+Files are read without following symlinks and with a size cap per kind of document,
+so a hostile folder cannot make a check read outside it or exhaust memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from shipyard.release.provenance import (
+    PROVENANCE_FILE,
+    RELEASE_JSON,
+    SLSA_PREDICATE,
+    expected_subjects,
+    subject_set,
+    verify_envelope,
+)
+from shipyard.release.signing import (
+    SUMS,
+    SUMS_LIMIT,
+    SUMS_SIG,
+    VerifyError,
+    read_capped,
+    verify_sums,
+)
+
+__all__ = [
+    "JOURNAL",
+    "VerifiedRelease",
+    "check_release",
+    "parse_sums",
+    "read_capped",
+    "verify_release",
+]
+
+JOURNAL = "publish.journal"  # journal.JOURNAL_NAME: publish's own state, never signed
+# Files of the folder that SHA256SUMS does not list.
+_UNSUMMED = frozenset({SUMS, SUMS_SIG, JOURNAL})
+# Size cap of release.json, the provenance, an image's index: far above any real
+# release's, far below what hurts.
+DOCUMENT_LIMIT = 64 << 20  # release.json, provenance, an image's index
+_HEX = frozenset("0123456789abcdef")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass(frozen=True)
+class VerifiedRelease:
+    """A staged release folder that passed `check_release`, and what was checked."""
+
+    folder: Path
+    version: str
+    staged: dict[str, Any]  # release.json, as the checked bytes hold it
+    signed: bool  # SHA256SUMS.sig present (and, with a key, verified)
+    checks: tuple[str, ...]  # one line per check, for `verify`'s output
+
+
+def _open(path: Path) -> int:
+    """A descriptor of the regular file `path`, never through a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except FileNotFoundError:
+        raise VerifyError(f"{path} is missing") from None
+    except OSError as exc:  # ELOOP: a symlink swapped in since the walk
+        raise VerifyError(
+            f"{path} cannot be read ({exc.strerror}); a release holds files"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise VerifyError(f"{path} is not a regular file")
+    return fd
+
+
+def _sha256(path: Path) -> str:
+    fd = _open(path)
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _files(folder: Path) -> set[str]:
+    """Every file under `folder` as a relative POSIX path; VerifyError for a symlink or
+    a special file anywhere (a symlinked folder is refused, not skipped)."""
+    if not folder.is_dir():
+        raise VerifyError(f"{folder} is not a release folder (no such directory)")
+    found: set[str] = set()
+    for top, folders, names in os.walk(folder, followlinks=False):
+        for name in sorted([*folders, *names]):
+            path = Path(top, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                raise VerifyError(
+                    f"{path} is a symlink; a release folder holds regular files only. "
+                    "Stage the release again, or copy it without links (cp -rL)"
+                )
+            if stat.S_ISREG(mode):
+                found.add(path.relative_to(folder).as_posix())
+            elif not stat.S_ISDIR(mode):
+                raise VerifyError(f"{path} is not a regular file; a release holds files only")
+    return found
+
+
+def _name_problem(name: str) -> str | None:
+    if not name:
+        return "an empty name"
+    if name.startswith("/") or "\\" in name or "\0" in name:
+        return f"the name {name!r}, which is not a relative path"
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return f"the name {name!r}, which is not a plain relative path"
+    return None
+
+
+def parse_sums(text: str, where: Path) -> dict[str, str]:
+    """SHA256SUMS as `sha256sum -c` reads it: relative name -> lowercase hex digest.
+
+    Stricter than sha256sum: every line must be well formed (no blank or escaped
+    lines, no CR), and a name listed twice, absolute or with `..` is refused.
+    """
+    listed: dict[str, str] = {}
+    if text and not text.endswith("\n"):
+        raise VerifyError(f"{where}: the last line has no newline; not a sha256sum file")
+    for number, line in enumerate(text.split("\n")[:-1] if text else [], 1):
+        digest, name = line[:64], line[66:]
+        marker = line[64:66]
+        if len(digest) != 64 or not set(digest) <= _HEX or marker not in ("  ", " *"):
+            raise VerifyError(f"{where}:{number}: not a sha256sum line (<64 hex>  <name>)")
+        problem = _name_problem(name) or ("\r" in name and "a carriage return") or None
+        if problem:
+            raise VerifyError(f"{where}:{number}: {problem}")
+        if name in listed:
+            raise VerifyError(f"{where}:{number}: {name} is listed twice")
+        listed[name] = digest
+    return listed
+
+
+def _staged_file(folder: Path, rel: object, what: str) -> str:
+    """The relative path release.json gives `what`, checked to stay inside the folder."""
+    if not isinstance(rel, str) or _name_problem(rel):
+        raise VerifyError(f"{folder / RELEASE_JSON}: {what} has the path {rel!r}, not in it")
+    return PurePosixPath(rel).as_posix()
+
+
+def _load_json(data: bytes, where: Path) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        raise VerifyError(f"{where} is not JSON") from None
+
+
+def _check_image(folder: Path, art: Mapping[str, Any], listed: Mapping[str, str], rel: str) -> None:
+    """The layout `rel` names release.json's digest, and its index the listed manifests."""
+    digest = art.get("digest")
+    if not isinstance(digest, str) or not digest.startswith("sha256:"):
+        raise VerifyError(f"{folder / RELEASE_JSON}: the image at {rel} has no sha256 digest")
+    index = f"{rel}/index.json"
+    if index not in listed:
+        raise VerifyError(f"{folder / index} is not listed in {SUMS}")
+    tops = _load_json(read_capped(folder / index, DOCUMENT_LIMIT), folder / index)
+    tops = tops.get("manifests") if isinstance(tops, dict) else None
+    found = [t.get("digest") for t in tops if isinstance(t, dict)] if isinstance(tops, list) else []
+    if found != [digest]:
+        raise VerifyError(
+            f"{folder / index} names {', '.join(map(str, found)) or 'nothing'}, "
+            f"release.json says {digest}"
+        )
+    # Every blob of the layout is listed under its own digest: content-addressed.
+    prefix = f"{rel}/blobs/sha256/"
+    for name, hexdigest in listed.items():
+        blob = name[len(prefix) :] if name.startswith(prefix) else "/"
+        if "/" not in blob and blob != hexdigest:
+            raise VerifyError(f"{folder / name} is listed with sha256 {hexdigest}")
+    root = prefix + digest.partition(":")[2]
+    if root not in listed:
+        raise VerifyError(f"{folder / root} (the image's index) is not listed in {SUMS}")
+    children = art.get("manifests")
+    if not children:
+        return
+    document = _load_json(read_capped(folder / root, DOCUMENT_LIMIT), folder / root)
+    entries = document.get("manifests") if isinstance(document, dict) else None
+    want = [m.get("digest") if isinstance(m, dict) else m for m in children]
+    if isinstance(entries, list):
+        have = [e.get("digest") for e in entries if isinstance(e, dict)]
+    else:  # a single manifest: it is its own one platform manifest
+        have = [digest]
+    if have != want:
+        raise VerifyError(
+            f"{folder / root} lists platform manifests {', '.join(map(str, have)) or 'none'}; "
+            f"release.json says {', '.join(map(str, want))}"
+        )
+
+
+def _check_release_json(folder: Path, staged: Mapping[str, Any], listed: Mapping[str, str]) -> int:
+    """Every artifact release.json names is listed in SHA256SUMS with its digest; an
+    image's layout agrees with its entry; each SBOM describes a listed artifact."""
+    artifacts = staged.get("artifacts")
+    if not isinstance(artifacts, list) or not all(isinstance(a, dict) for a in artifacts):
+        raise VerifyError(f"{folder / RELEASE_JSON} has no list of artifacts")
+    for art in artifacts:
+        kind = art.get("kind")
+        rel = _staged_file(folder, art.get("path"), f"the {kind} artifact")
+        if kind == "image":
+            _check_image(folder, art, listed, rel)
+            continue
+        if rel not in listed:
+            raise VerifyError(
+                f"{folder / rel} is in {RELEASE_JSON} but not in {SUMS}: it was not staged"
+            )
+        if art.get("sha256") != listed[rel]:
+            raise VerifyError(
+                f"{folder / rel} has sha256 {listed[rel]}, release.json says {art.get('sha256')}"
+            )
+    described = {str(a.get("path")) for a in artifacts} | {
+        str(d)
+        for a in artifacts
+        if a.get("kind") == "image"
+        for d in (
+            a.get("digest"),
+            *(m.get("digest") for m in a.get("manifests") or [] if isinstance(m, dict)),
+        )
+    }
+    for art in artifacts:
+        of = art.get("of")
+        if art.get("kind") == "sbom" and of is not None and str(of) not in described:
+            raise VerifyError(
+                f"{folder / str(art.get('path'))} describes {of}, which release.json does not list"
+            )
+    return len(artifacts)
+
+
+def _check_provenance(
+    folder: Path, staged: Mapping[str, Any], public: ec.EllipticCurvePublicKey, version: str
+) -> str:
+    path = folder / PROVENANCE_FILE
+    lines = [line for line in read_capped(path, DOCUMENT_LIMIT).splitlines() if line.strip()]
+    if not lines:
+        raise VerifyError(f"{path} is empty")
+    want = subject_set(expected_subjects(staged))
+    for number, line in enumerate(lines, 1):
+        where = f"{path}:{number}"
+        envelope = _load_json(line, path)
+        if not isinstance(envelope, dict):
+            raise VerifyError(f"{where}: not a DSSE envelope")
+        statement = verify_envelope(envelope, public, where)
+        if statement.get("predicateType") != SLSA_PREDICATE:
+            raise VerifyError(f"{where}: predicateType is not {SLSA_PREDICATE}")
+        predicate = statement.get("predicate")
+        definition = predicate.get("buildDefinition") if isinstance(predicate, dict) else None
+        params = definition.get("externalParameters") if isinstance(definition, dict) else None
+        named = params.get("version") if isinstance(params, dict) else None
+        if not isinstance(named, str) or named != version:
+            raise VerifyError(f"{where}: the provenance is of version {named!r}, not {version}")
+        have = subject_set(statement.get("subject"))
+        if have != want:
+            extra, missing = sorted(have - want), sorted(want - have)
+            first = (
+                f"names {extra[0][0]} ({extra[0][1]}:{extra[0][2]}), which release.json does not"
+                if extra
+                else f"lacks {missing[0][0]} ({missing[0][1]}:{missing[0][2]})"
+            )
+            raise VerifyError(f"{where}: the provenance's subjects differ: it {first}")
+    return f"{PROVENANCE_FILE}: signature verified, {len(want)} subject(s) match"
+
+
+def check_release(
+    folder: Path,
+    *,
+    public: ec.EllipticCurvePublicKey | None = None,
+    version: str | None = None,
+    require_signed: bool = False,
+) -> VerifiedRelease:
+    """Check the staged release `folder` (see the module's doc); VerifyError naming the
+    first mismatch (exit 1).
+
+    `public`: the key SHA256SUMS.sig and the provenance must verify under; without
+    it a signed folder is checked for integrity only. `version`: the version
+    release.json (and the provenance) must name. `require_signed`: refuse a folder
+    without SHA256SUMS.sig (a signing key vouches only for what it signed).
+    """
+    files = _files(folder)
+    checks: list[str] = []
+    signed = SUMS_SIG in files
+    if require_signed and not signed:
+        raise VerifyError(f"{folder / SUMS_SIG} is missing: the release is not signed")
+    if SUMS not in files:
+        raise VerifyError(f"{folder / SUMS} is missing: the folder is no staged release")
+    if public is not None and signed:
+        sums = verify_sums(folder, public)
+        checks.append(f"{SUMS_SIG}: signature over {SUMS} verified")
+    else:
+        sums = read_capped(folder / SUMS, SUMS_LIMIT)
+    try:
+        text = sums.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerifyError(f"{folder / SUMS} is not UTF-8 text") from None
+    listed = parse_sums(text, folder / SUMS)
+    for rel in sorted(listed):
+        if rel in _UNSUMMED:
+            raise VerifyError(f"{folder / SUMS} lists {rel}, which is never summed")
+        if rel not in files:
+            raise VerifyError(f"{folder / rel} is listed in {SUMS} but missing")
+        found = _sha256(folder / rel)
+        if found != listed[rel]:
+            raise VerifyError(f"{folder / rel} has sha256 {found}, {SUMS} says {listed[rel]}")
+    for rel in sorted(files - set(listed) - _UNSUMMED):
+        raise VerifyError(f"{folder / rel} is in the release but not in {SUMS}")
+    checks.append(f"{SUMS}: {len(listed)} file(s) match")
+    if RELEASE_JSON not in listed:
+        raise VerifyError(f"{folder / RELEASE_JSON} is not listed in {SUMS}")
+    staged = _load_json(read_capped(folder / RELEASE_JSON, DOCUMENT_LIMIT), folder / RELEASE_JSON)
+    if not isinstance(staged, dict) or not isinstance(staged.get("version"), str):
+        raise VerifyError(f"{folder / RELEASE_JSON} names no version")
+    named = staged["version"]
+    if version is not None and not _same_version(named, version):
+        raise VerifyError(
+            f"{folder / RELEASE_JSON} is the release of {named}, not {version}: the folder "
+            "was renamed or copied from another release"
+        )
+    count = _check_release_json(folder, staged, listed)
+    checks.append(f"{RELEASE_JSON}: {count} artifact(s) of {named} match")
+    if public is not None and signed:
+        if PROVENANCE_FILE not in listed:
+            raise VerifyError(
+                f"{folder / PROVENANCE_FILE} is missing: a signed release has provenance"
+            )
+        checks.append(_check_provenance(folder, staged, public, named))
+    return VerifiedRelease(folder, named, staged, signed, tuple(checks))
+
+
+def verify_release(
+    folder: Path, public: ec.EllipticCurvePublicKey, version: str | None = None
+) -> Sequence[str]:
+    """`shipyard verify FOLDER`: the signed check of `folder`; what was checked, a line each.
+
+    The folder must be signed. Without `version`, a folder named like a version
+    (dist/release/1.4.0) must hold the release of that version.
+    """
+    if version is None:
+        version = _version_of(folder.resolve().name)
+    return check_release(folder, public=public, version=version, require_signed=True).checks
+
+
+def _version_of(name: str) -> str | None:
+    """`name` when it is a PEP 440 version (a folder named after its release)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(name)
+    except InvalidVersion:
+        return None
+    return name
+
+
+def _same_version(named: str, wanted: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(named) == Version(wanted)
+    except InvalidVersion:
+        return named == wanted
