@@ -32,7 +32,41 @@ AREAS = (
     "release atomicity",
     "signals",
     "retry budget",
+    # Security, second round: what promote, verify and the release files trust.
+    "release trust",
+    "shipped files",
+    "dependency confusion",
+    "hostile documents",
+    "resource bounds",
 )
+
+# What each class promises, printed under its heading; the rows are the evidence.
+PROMISES = {
+    "credentials": "The global SHIPYARD_REGISTRY_USER pair goes only to the hubs shipyard "
+    "pushes to; a registry shipyard only reads from (a base image's, one `verify` checks) "
+    "gets only what is configured for its own host.",
+    "release trust": "`shipyard verify`, publish and promote run one check "
+    "(`shipyard.release.verification.check_release`) on a release folder before they use "
+    "it: no symlink or special file in it, SHA256SUMS read as `sha256sum -c` reads it (no "
+    "name twice, none absolute or with `..`), every file listed and present with its digest, "
+    "release.json bound to SHA256SUMS and to the version asked for, and with a key the "
+    "signature and the provenance (required in a signed release, naming the same version "
+    "and exactly release.json's artifacts). A key given to publish or promote vouches only "
+    "for a folder it signed. On any mismatch nothing is pushed, signed, uploaded or tagged.",
+    "shipped files": "A file shipyard copies from the checkout into an archive or a release "
+    "(LICENSE and the like) is a regular file inside the repository, read without following "
+    "a symlink out of it; anything else stops the build or release with exit 2 naming it.",
+    "dependency confusion": "A requirement whose name is a project of the repository is "
+    "never satisfied from an index, whatever path reaches it (a plain dependency, an extra, "
+    "an extra of an extra); such a project is part of the binary's inputs and `affected`.",
+    "hostile documents": "A malformed document (pyproject.toml or uv.lock nested past what "
+    "the parser takes, a registry manifest of the wrong shape) is an error naming it with "
+    "exit 2 (a file of the repository) or 1 (a registry's answer), never a traceback.",
+    "resource bounds": "What shipyard reads from a registry or an archive is bounded by "
+    "what it was told to expect: a signature blob stops at its descriptor's size (16 MiB at "
+    "most), signature files are read with a size cap, and a zipapp unpacks its members "
+    "through a bounded buffer.",
+}
 
 HEADER = """# Reliability and security figures
 
@@ -60,6 +94,8 @@ def render(records: list[dict[str, object]]) -> str:
         grouped.setdefault(str(rec["area"]), []).append(rec)
     for area in sorted(grouped, key=lambda a: (order.get(a, len(AREAS)), a)):
         lines.append(f"\n## {area.capitalize()}\n")
+        if area in PROMISES:
+            lines.append(f"Promised: {PROMISES[area]}\n")
         lines.append("| check | cases | injected | result | figures | test |")
         lines.append("|---|---:|---|---|---|---|")
         for rec in grouped[area]:

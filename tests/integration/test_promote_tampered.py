@@ -36,9 +36,14 @@ from tests.integration._release import RUN, Hubs, context, hubs, make_repo
 from tests.integration.conftest import Services
 from tests.integration.registries import PASSWORD, USER
 from tests.integration.test_promote import BUILDERS, MANIFEST, basic_client
+from tests.reliability import record
 
 __all__ = ["hubs"]  # the fixture the tests take, imported for pytest to find
-pytestmark = [pytest.mark.integration, pytest.mark.requires("registry")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reliability,
+    pytest.mark.requires("registry"),
+]
 
 VERSION = "1.0.0"
 
@@ -150,3 +155,16 @@ def test_promote_refuses_a_tampered_signed_release_and_the_final_hub_stays_empty
         repo, env, "verify", str(honest_copy), "--key", str(public), "--version", "2.0.0"
     )
     assert asked.returncode == 1 and "not 2.0.0" in asked.stderr
+    record(
+        "promote of a tampered signed release",
+        area="release trust",
+        cases=4,
+        injected="a signed release at a staging hub; another image pushed under its version "
+        "tag, release.json rewritten to name it (index and platform manifests), its sbom "
+        "entry dropped, provenance.intoto.jsonl deleted, SHA256SUMS and .sig left alone; "
+        "the honest folder copied to rel/9.9.9; --version 2.0.0",
+        result="promote exited 1 before sending anything (0 manifests, tags or signatures "
+        "at the final hub), verify of the folder and of the final reference exited 1, the "
+        "renamed copy and the wrong --version exited 1; the honest folder verifies",
+        figures={"promoted": 0, "final_manifests": 0},
+    )

@@ -31,8 +31,13 @@ from shipyard.release.signing import (
     verify_image_signature,
 )
 from tests.integration.conftest import Services
+from tests.reliability import record
 
-pytestmark = [pytest.mark.integration, pytest.mark.requires("registry")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.reliability,
+    pytest.mark.requires("registry"),
+]
 
 RUN = uuid.uuid4().hex[:8]
 BIG = 24 << 20  # over the 16 MiB a signature may have
@@ -91,3 +96,13 @@ def test_a_signature_blob_is_never_fetched_past_its_descriptor(
     else:  # asked for, and cut off before the first byte past the 180 said
         assert f"more than the {said} bytes" in message
     assert reader.stats.bytes_downloaded <= said, reader.stats.bytes_downloaded
+    record(
+        f"a signature blob of {BIG >> 20} MiB behind a descriptor of {said} bytes",
+        area="resource bounds",
+        cases=1,
+        injected=f"a real registry holding {BIG} bytes under a `.sig` layer's digest whose "
+        f"descriptor says {said} bytes",
+        result=f"verify exited with a VerifyError after downloading "
+        f"{reader.stats.bytes_downloaded} bytes (before the fix: the whole blob, to /tmp)",
+        figures={"downloaded": reader.stats.bytes_downloaded, "said": said},
+    )

@@ -65,7 +65,7 @@ def stage(folder: Path, version: str = "1.2.3+local.1") -> dict[str, Any]:
                 "hubs": ["127.0.0.1:9/demo"],
                 "tags": ["1.0.0", "latest"],
             },
-        ]
+        ],
     }
     (folder / "release.json").write_text(json.dumps(staged))
     return staged

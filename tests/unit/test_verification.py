@@ -35,6 +35,7 @@ from shipyard.release.signing import (
 )
 from shipyard.release.staging import sha256sums
 from shipyard.release.verification import check_release, parse_sums, verify_release
+from tests.reliability import record
 from tests.unit.test_signing import _release
 
 HEX = "ab" * 32
@@ -55,6 +56,7 @@ def _resign(folder: Path, key: SigningKey) -> None:
     sign_sums(folder, key)
 
 
+@pytest.mark.reliability
 def test_a_file_planted_through_a_symlinked_folder_is_refused(
     signed: tuple[Path, SigningKey, ec.EllipticCurvePublicKey, Path], tmp_path: Path
 ) -> None:
@@ -68,6 +70,14 @@ def test_a_file_planted_through_a_symlinked_folder_is_refused(
     (folder / "zipapps").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(VerifyError, match=r"zipapps is a symlink"):
         verify_release(folder, public)
+    record(
+        "a file planted through a symlinked folder of a release",
+        area="release trust",
+        cases=1,
+        injected="zipapps/ of a signed release replaced by a symlink to a folder holding the "
+        "same zipapp and an extra one",
+        result="verify exited 1 naming zipapps as a symlink (before the fix: accepted)",
+    )
 
 
 def test_a_symlinked_file_is_refused_even_with_the_right_digest(
@@ -91,6 +101,7 @@ def test_a_fifo_in_the_folder_is_refused(
         verify_release(folder, public)
 
 
+@pytest.mark.reliability
 def test_a_folder_copied_under_another_version_does_not_verify(
     signed: tuple[Path, SigningKey, ec.EllipticCurvePublicKey, Path], tmp_path: Path
 ) -> None:
@@ -109,6 +120,15 @@ def test_a_folder_copied_under_another_version_does_not_verify(
     assert main(["verify", str(copy), "--key", str(pub_path)]) == 1
     assert main(["verify", str(copy), "--key", str(pub_path), "--version", "1.0"]) == 0
     assert main(["verify", str(folder), "--key", str(pub_path), "--version", "9.9.9"]) == 1
+    record(
+        "a signed release folder under another version's name",
+        area="release trust",
+        cases=3,
+        injected="a signed 1.0 folder copied to rel/9.9.9; verify --version 1.0 of the copy; "
+        "verify --version 9.9.9 of the original",
+        result="the copy and the wrong --version exited 1, --version 1.0 exited 0 "
+        "(before the fix: the copy verified)",
+    )
 
 
 def test_the_provenance_must_name_the_version_release_json_names(
@@ -125,6 +145,7 @@ def test_the_provenance_must_name_the_version_release_json_names(
         check_release(folder, public=public, version="2.0")
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -146,6 +167,14 @@ def test_sums_lines_that_could_mean_two_things_are_refused(
 ) -> None:
     with pytest.raises(VerifyError, match=message):
         parse_sums(text, tmp_path / "SHA256SUMS")
+    record(
+        f"SHA256SUMS refused: {message}",
+        area="release trust",
+        cases=1,
+        injected=f"SHA256SUMS holding {text[:80]!r}",
+        result="VerifyError naming the line (sha256sum -c would check a name twice or a path "
+        "outside the folder)",
+    )
 
 
 def test_the_parser_agrees_with_sha256sum_c(tmp_path: Path) -> None:
@@ -183,6 +212,7 @@ def test_the_parser_agrees_with_sha256sum_c(tmp_path: Path) -> None:
         check_release(tmp_path)
 
 
+@pytest.mark.reliability
 def test_an_oversized_signature_file_is_not_read_whole(
     signed: tuple[Path, SigningKey, ec.EllipticCurvePublicKey, Path],
 ) -> None:
@@ -191,6 +221,13 @@ def test_an_oversized_signature_file_is_not_read_whole(
     (folder / "SHA256SUMS.sig").write_bytes(b"A" * (1 << 20))
     with pytest.raises(VerifyError, match=r"SHA256SUMS\.sig is larger than 65536 bytes"):
         verify_release(folder, public)
+    record(
+        "an oversized SHA256SUMS.sig",
+        area="resource bounds",
+        cases=1,
+        injected="SHA256SUMS.sig of 1 MiB in a signed release folder",
+        result="refused by its size (64 KiB cap) without reading it whole",
+    )
 
 
 def test_a_wheel_added_to_release_json_but_not_to_the_sums_is_refused(
@@ -241,6 +278,7 @@ class _Documents:
 DIGEST = "sha256:" + "cd" * 32
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     "document",
     [
@@ -265,6 +303,14 @@ def test_a_malformed_attachment_manifest_is_a_verify_error(document: bytes, suff
     check = verify_image_attestation if suffix == "att" else verify_image_signature
     with pytest.raises(VerifyError, match=rf"127\.0\.0\.9:5000/app:{tag}"):
         check(registry, "app", DIGEST, public)
+    record(
+        f"a malformed .{suffix} manifest",
+        area="hostile documents",
+        cases=1,
+        injected=f"the registry serving {document[:60]!r} as the .{suffix} manifest",
+        result="VerifyError naming the tag (exit 1), no other exception "
+        "(before the fix: AttributeError)",
+    )
 
 
 def test_a_signature_layer_with_a_bad_digest_or_size_is_refused_before_any_download() -> None:
