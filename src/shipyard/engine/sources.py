@@ -5,10 +5,14 @@ build is refused here, before anything runs: a symlink that leads out of the
 repository (the backend would copy what it points at into the wheel), a link
 loop, and named pipes, sockets and device files (reading one blocks or never
 ends). The error names the path.
+
+A file a release copies from the checkout as it is (the license in the release
+archives) is read by `read_shipped_file`, under the same rules.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -20,7 +24,7 @@ from pathlib import Path
 from shipyard.engine.statcache import StatMemo
 from shipyard.errors import UsageError
 
-__all__ = ["GitIgnored", "source_files", "tree_hash"]
+__all__ = ["GitIgnored", "read_shipped_file", "source_files", "tree_hash"]
 
 # Never inputs, at any depth: VCS data, environments and caches that change on every run.
 _IGNORED_DIRS = frozenset(
@@ -296,3 +300,85 @@ def _file_hash(path: str) -> bytes:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             file.update(chunk)
     return file.digest()
+
+
+def _unshippable(path: str | Path, problem: str) -> UsageError:
+    return UsageError(
+        f"{path}: {problem}; a release ships this file as it is, so it must be a regular "
+        "file of the repository or a symlink to one inside it: replace it with a copy of "
+        "the text it should hold"
+    )
+
+
+def _shipped_target(path: Path, root: Path) -> tuple[str, ...]:
+    """Where `path` leads, as names below the resolved `root`, checked as sources are."""
+    where = Path(os.path.abspath(path))
+    if not where.is_relative_to(os.path.abspath(root)):
+        raise _unshippable(path, f"is not in the repository ({root})")
+    linked = os.path.islink(where)
+    link = f"a symlink to '{os.readlink(where)}'" if linked else "a path through a symlink"
+    try:
+        real = where.resolve(strict=True)
+    except FileNotFoundError:
+        if linked:
+            raise _unshippable(path, f"{link}, which does not exist") from None
+        raise _unshippable(path, "no such file") from None
+    except (OSError, RuntimeError):
+        raise _unshippable(path, f"{link} that loops") from None
+    if not real.is_relative_to(root):
+        raise _unshippable(path, f"{link} leaves the repository ({root})")
+    names = real.relative_to(root).parts
+    hidden = next((name for name in names[:-1] if name in _IGNORED_DIRS), None)
+    if hidden is not None:
+        raise _unshippable(path, f"{link} leads into {hidden}/, which is never shipped")
+    return names
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of `mode` is when it is not a regular file, else None."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return _SPECIAL.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def read_shipped_file(path: Path, root: Path) -> bytes:
+    """The bytes of `path`, a file of the repository at `root` that a release copies as
+    it is (the license in the release archives).
+
+    The rules of sources hold: a symlink is followed only while it stays inside
+    `root` (and out of .git and the other folders that are never inputs), and what
+    it names must be a regular file, not a folder, pipe, socket or device. Anything
+    else raises UsageError (exit 2) naming `path` and the fix. The file is opened
+    one folder at a time from `root`, none of them followed if it is a symlink, so
+    a link swapped in after the check makes the read fail, not escape.
+    """
+    top = root.resolve()
+    names = _shipped_target(path, top)
+    if not names:
+        raise _unshippable(path, "is a folder")
+    problem = _kind(os.stat(top.joinpath(*names)).st_mode)
+    if problem is not None:
+        raise _unshippable(path, f"is {problem}")
+    below = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    folder = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in names[:-1]:
+            inner = os.open(name, below | os.O_DIRECTORY, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        # O_NONBLOCK: should a pipe have taken the file's place, fail rather than wait.
+        fd = os.open(names[-1], below | os.O_NONBLOCK, dir_fd=folder)
+    except OSError as exc:
+        # A symlink or a pipe where the check found a folder or a file: swapped since.
+        swapped = exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR, errno.ENXIO)
+        problem = "changed while it was read" if swapped else "cannot be read"
+        raise _unshippable(path, f"{problem} ({exc.strerror})") from None
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as handle:
+        problem = _kind(os.fstat(handle.fileno()).st_mode)
+        if problem is not None:
+            raise _unshippable(path, f"changed while it was read: it is now {problem}")
+        return handle.read()

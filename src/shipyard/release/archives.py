@@ -13,7 +13,8 @@ Each holds one folder named like the archive (without the suffix), with
 
 Archives are reproducible: entries in name order, one timestamp (the build's clock),
 modes 0755 (folders, the program) or 0644, owner 0/0 with no names, a gzip header
-without a file name or time of its own. Nothing here is wired into staging yet.
+without a file name or time of its own. The license comes from the checkout, under
+the rules wheel sources follow (`find_license`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from shipyard._fs import TEMP_PREFIX
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.builders.zipapp import launcher, launcher_name
+from shipyard.engine.sources import read_shipped_file
 from shipyard.errors import ShipyardError
 from shipyard.stamp import ZIP_EPOCH
 
@@ -91,10 +93,18 @@ def _stem(name: str) -> str:
 
 
 def find_license(root: Path) -> Path | None:
-    """The project's license file at `root` (LICENSE, COPYING, ...), or None."""
+    """The project's license file at `root` (LICENSE, COPYING, ...), or None.
+
+    The first of those names that is there must be a file a release may ship
+    (`read_shipped_file`): a symlink out of the repository, a folder, a pipe or a
+    device raises UsageError (exit 2) naming it, rather than being copied into the
+    archives or left out of them without a word.
+    """
     for name in LICENSE_NAMES:
-        if (root / name).is_file():
-            return root / name
+        path = root / name
+        if os.path.lexists(path):
+            read_shipped_file(path, root)
+            return path
     return None
 
 
@@ -147,7 +157,8 @@ def members(
 ) -> list[Member]:
     """What the release archive of `platform` holds (see the module's docstring).
 
-    ShipyardError when `zipapp` is not a shipyard zipapp of `binary` for `platform`.
+    ShipyardError when `zipapp` is not a shipyard zipapp of `binary` for `platform`;
+    UsageError when `license_file` is not a file a release may ship (`find_license`).
     """
     os_name, _ = _split(platform)
     info = zipapp_info(zipapp)
@@ -170,7 +181,11 @@ def members(
     else:
         found.append(Member(binary, data, 0o755))
     if license_file is not None:
-        found.append(Member(license_file.name, license_file.read_bytes()))
+        # Read under the rules of `find_license` again, as a file of its own folder: a
+        # link swapped in since the check is refused, not followed.
+        found.append(
+            Member(license_file.name, read_shipped_file(license_file, license_file.parent))
+        )
     names = [m.name for m in found]
     if len(set(names)) != len(names):
         raise ShipyardError(f"{binary}: the license file's name {names[-1]!r} is taken")
@@ -233,7 +248,8 @@ def write_release_archive(
     The same inputs give the same bytes: `epoch` (the build's clock,
     SOURCE_DATE_EPOCH) is every entry's time. The archive appears whole or not at all
     (written under a temporary name, then renamed). ShipyardError when the zipapp is
-    not `binary`'s for `platform` (a universal zipapp is for each of its platforms).
+    not `binary`'s for `platform` (a universal zipapp is for each of its platforms),
+    UsageError when `license_file` may not be shipped (`find_license`).
     """
     # A zipapp built for one of several Pythons says which (build.json's
     # archive_python); its archives are named for it, so the Pythons' do not collide.

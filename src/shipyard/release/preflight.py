@@ -1,9 +1,10 @@
 """Preflight: everything a release needs is checked before anything is built.
 
-The version, the git tag, the working tree, the staging folder, protected hubs,
-every hub and the package index with their credentials, and every tag the release
-will move (no-clobber, see `rails`). A resumed release (dist/release/<version>
-has a publish journal) may find its own images on the hubs; the journal says which.
+The version, the git tag, the working tree, the files stage copies from the checkout
+(the license), the staging folder, protected hubs, every hub and the package index
+with their credentials, and every tag the release will move (no-clobber, see
+`rails`). A resumed release (dist/release/<version> has a publish journal) may find
+its own images on the hubs; the journal says which.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from shipyard.errors import UsageError
 from shipyard.oci.remote.push import parse_hub
 from shipyard.oci.remote.registry import RegistryError
+from shipyard.release.archives import find_license
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.rails import (
@@ -76,12 +78,21 @@ class Preflight:
                         "choose a new version"
                     )
         self._platforms(ctx)
+        self._shipped_files(ctx)
         self._folder(ctx)
         self._signing_key(ctx)
         if ctx.publishing:
             self._protected(ctx)
             self._hubs(ctx)
             self._index(ctx)
+
+    @staticmethod
+    def _shipped_files(ctx: ReleaseContext) -> None:
+        """The files stage copies from the checkout as they are (the license in each
+        release archive, made for every zipapp) are checked now, not after the build:
+        a symlink out of the repository or a special file stops the release here."""
+        if not ctx.resuming and any(a.kind == "zipapp" for a in ctx.plan.actions):
+            find_license(ctx.root)
 
     @staticmethod
     def _folder(ctx: ReleaseContext) -> None:

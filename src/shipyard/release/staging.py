@@ -157,6 +157,8 @@ def _stage_archives(
     A per-platform zipapp goes into its platform's archive; a universal one into the
     archive of every platform its binary's zipapp was built for.
     """
+    if not zipapps:
+        return []  # no archive ships the license: a release of wheels never reads it
     license_file = find_license(ctx.manifest.root)
     platforms = {
         action.binaries[0]: action.platforms
