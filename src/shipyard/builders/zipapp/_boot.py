@@ -433,6 +433,8 @@ def _fsync(path: str) -> None:
 # Threads that write an unpacked build: file creation waits on the disk and zlib
 # releases the GIL, so a few threads unpack a large site about twice as fast as one.
 UNPACK_THREADS = 4
+# What each of them holds of a member at a time while unpacking it.
+CHUNK = 1 << 20
 
 
 def _extract(archive: str, folder: str) -> None:
@@ -441,7 +443,8 @@ def _extract(archive: str, folder: str) -> None:
     Every file is created exclusively with mode 0755 or 0644 (no links, no setuid, no
     world-writable file, no name twice); a name that is not plain and relative, or that
     is both a file and a folder, or a file whose bytes fail their CRC is a damaged
-    archive (BootError).
+    archive (BootError). Files are copied a CHUNK at a time, so the memory a first
+    start takes does not grow with the size of a member.
     """
     import zipfile
 
@@ -483,15 +486,23 @@ def _write_members(source: Any, members: Sequence[tuple[Any, str]]) -> None:
 
     def write(share: Sequence[tuple[Any, str]]) -> None:
         for info, path in share:
-            data = source.read(info)  # checks the CRC
             mode = 0o755 if (info.external_attr >> 16) & 0o111 else 0o644
             fd = os.open(path, flags, mode)
             try:
                 if posix:  # Windows has no modes to set (and no fchmod before 3.13)
                     os.fchmod(fd, mode)  # exactly 0755 or 0644, whatever the umask
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                # A chunk at a time: a small archive may hold a huge member (zeros
+                # compress 1000:1). The stream raises BadZipFile at its end when the
+                # bytes fail their CRC; what was written by then is in the temporary
+                # folder, which the caller removes.
+                with source.open(info) as stream:
+                    while True:
+                        chunk = stream.read(CHUNK)
+                        if not chunk:
+                            break
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(fd, view) :]
                 if flush:
                     os.fsync(fd)
             finally:
