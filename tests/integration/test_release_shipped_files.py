@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration._release import make_repo
+from tests.reliability import record
 
 pytestmark = [pytest.mark.integration]
 
@@ -88,6 +89,7 @@ def holding(folder: Path, secret: str) -> list[str]:
     ]
 
 
+@pytest.mark.reliability
 @pytest.mark.skipif(not os.path.isfile("/proc/self/environ"), reason="no /proc here")
 def test_a_license_linked_to_the_environment_stops_the_snapshot_in_preflight(
     tmp_path: Path,
@@ -108,6 +110,16 @@ def test_a_license_linked_to_the_environment_stops_the_snapshot_in_preflight(
     assert "Traceback" not in done.stderr
     assert SECRET not in done.stderr + done.stdout
     assert not list((repo / "dist").rglob("*.tar.gz"))
+    record(
+        "a committed LICENSE linked to /proc/self/environ",
+        area="shipped files",
+        cases=1,
+        injected="`LICENSE -> /proc/self/environ` committed, `shipyard release --snapshot` "
+        "with a secret in the environment",
+        result="exit 2 in preflight naming LICENSE, nothing built, the secret in no file "
+        "under dist/ (tar and zip members searched) (before the fix: in every archive)",
+        figures={"leaks": len(leaks)},
+    )
 
 
 def test_a_license_linked_inside_the_repository_ships_in_the_archive(tmp_path: Path) -> None:
