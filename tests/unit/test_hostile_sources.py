@@ -126,7 +126,22 @@ def _link_to_a_pipe_in_the_repository(t: Tree) -> Path:
     return _link(t.source / "pkg" / "pipe", "../../shared/pipe")
 
 
+def _into_git(t: Tree, target: str) -> Path:
+    """A link into the repository's .git (made here for the plain folder too), where
+    `config` may hold a CI token: the wheel would have shipped it."""
+    (t.repo / ".git").mkdir(exist_ok=True)
+    (t.repo / ".git" / "config").write_bytes(SECRET)
+    return _link(t.source / "pkg" / "cfg", target)
+
+
 HAZARDS: dict[str, tuple[Hazard, str, bool]] = {
+    # Regression (security, second round): a link into .git was a source file.
+    "file link into .git": (
+        lambda t: _into_git(t, "../../.git/config"),
+        "leads into .git/",
+        False,
+    ),
+    "folder link into .git": (lambda t: _into_git(t, "../../.git"), "leads into .git/", False),
     # name: (plant, what the message says, needs root)
     "file link to /etc/passwd": (
         lambda t: _link(t.source / "pkg" / "passwd", "/etc/passwd"),

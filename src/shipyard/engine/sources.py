@@ -153,6 +153,10 @@ def _follow(path: str, root: Path) -> str | None:
         raise _refuse(path, f"a symlink loop ('{link}')") from None
     if not real.is_relative_to(root):
         raise _refuse(path, f"a symlink to '{link}' leaves the repository ({root})")
+    # .git/config may hold a CI token: what is never an input is never reached by a link.
+    hidden = next((n for n in real.relative_to(root).parts if n in _IGNORED_DIRS), None)
+    if hidden is not None:
+        raise _refuse(path, f"a symlink to '{link}' leads into {hidden}/, which is never a source")
     return str(real)
 
 
