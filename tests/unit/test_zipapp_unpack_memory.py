@@ -132,3 +132,34 @@ def test_a_member_failing_its_crc_leaves_nothing_unpacked(tmp_path: Path) -> Non
     home = root / build_id(pyz)
     assert not (home / "site").exists()  # nothing published
     assert sorted(p.name for p in home.iterdir()) == ["use"]  # no temporary folder left
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut short"])
+def test_a_member_that_does_not_inflate_is_a_damaged_archive(tmp_path: Path, damage: str) -> None:
+    """Regression (review of the streaming fix): compressed bytes that are not a deflate
+    stream raised zlib.error, and a stream cut short EOFError, each a traceback instead
+    of the one-line "damaged archive" and exit 2."""
+    pyz = make_pyz(tmp_path, {"app/__init__.py": APP})
+    name = "site/app/zeros.bin"
+    payload = b"".join(n.to_bytes(4, "little") for n in range(1 << 16))
+    member = zipfile.ZipInfo(name, date_time=(2023, 11, 14, 22, 13, 20))
+    member.compress_type = zipfile.ZIP_DEFLATED  # a ZipInfo is stored unless told
+    with zipfile.ZipFile(pyz, "a") as archive:
+        archive.writestr(member, payload)
+    with zipfile.ZipFile(pyz) as archive:
+        info = archive.getinfo(name)
+    assert info.compress_size < len(payload)
+    data = bytearray(pyz.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    if damage == "garbage":  # a reserved block type (0b11) at the first bits
+        data[start] = 0xFF
+    else:  # the directory and local header say fewer compressed bytes than there are
+        old = struct.pack("<I", info.compress_size)
+        new = struct.pack("<I", info.compress_size // 2)
+        assert data.count(old) >= 2
+        data = bytearray(bytes(data).replace(old, new))
+    pyz.write_bytes(bytes(data))
+    done = run(pyz, tmp_path / "cache")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("app: the archive is damaged: "), done.stderr
+    assert "Traceback" not in done.stderr

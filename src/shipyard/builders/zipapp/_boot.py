@@ -447,6 +447,7 @@ def _extract(archive: str, folder: str) -> None:
     start takes does not grow with the size of a member.
     """
     import zipfile
+    import zlib
 
     with zipfile.ZipFile(archive) as source:
         members = []
@@ -469,8 +470,9 @@ def _extract(archive: str, folder: str) -> None:
             raise BootError(
                 f"the archive is damaged: {exc.filename!r} is a file and a folder, or there twice"
             ) from None
-        except zipfile.BadZipFile as exc:
-            raise BootError(f"the archive is damaged: {exc}") from None
+        except (zipfile.BadZipFile, EOFError, zlib.error) as exc:
+            # A CRC that fails, a stream cut short or bytes that do not inflate.
+            raise BootError(f"the archive is damaged: {exc or type(exc).__name__}") from None
     # One flush of everything instead of one per file: the folder is renamed into place
     # only once its files are on disk, so a power cut never leaves a half-written build
     # that looks complete. (Windows has no sync: each file is flushed as it is written.)
