@@ -1,12 +1,13 @@
 """Affected builds: which binaries' inputs changed since a commit, and why.
 
 A binary's inputs are its source folder (less the other binaries' sources and
-projects nested in it), the in-repo libraries its project depends on, its manifest
-entry, and its slice of uv.lock (or its own requirements lock). Changed files come
-from git: `SINCE` against the working tree, committed or not, plus untracked files
-git does not ignore. Each changed file is mapped to the deepest source or project
-folder holding it by dictionary lookups up its parents, so the cost follows the
-number of changed files, not the size of the repository.
+projects nested in it), the in-repo libraries its project depends on (through the
+binary's extras and the extras asked of them too), its manifest entry, and its slice
+of uv.lock (or its own requirements lock). Changed files come from git: `SINCE`
+against the working tree, committed or not, plus untracked files git does not ignore.
+Each changed file is mapped to the deepest source or project folder holding it by
+dictionary lookups up its parents, so the cost follows the number of changed files,
+not the size of the repository.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import dataclasses
 import os
 import posixpath
 import subprocess
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from shipyard.engine.sources import _IGNORED_DIRS, _OUTPUT_DIRS
 from shipyard.errors import Problem, ShipyardError, UsageError
@@ -187,35 +189,22 @@ class _Owners:
         return None
 
 
-def _chains(
-    workspace: Workspace, library: str, users: Mapping[str, list[str]]
+def _library_users(
+    workspace: Workspace,
+    library: str,
+    by_project: Mapping[str, list[str]],
+    extras: Mapping[str, frozenset[str]],
 ) -> dict[str, tuple[str, ...]]:
-    """Every project depending on `library`, with a shortest chain of names down to it.
-
-    A breadth-first walk up the reverse dependency edges: the first time a project
-    is reached, it is through one of its nearest paths to the library.
-    """
-    projects = workspace.projects
-    via: dict[str, tuple[str, ...]] = {library: ()}
-    queue = deque([library])
-    while queue:
-        key = queue.popleft()
-        chain = (projects[key].name, *via[key])
-        for user in users.get(key, ()):
-            if user not in via:
-                via[user] = chain
-                queue.append(user)
-    del via[library]
-    return via
-
-
-def _users(workspace: Workspace) -> dict[str, list[str]]:
-    """For each project, the projects that depend on it directly, sorted."""
-    users: dict[str, list[str]] = {}
-    for key in sorted(workspace.projects):
-        for dep in workspace.projects[key].in_repo:
-            users.setdefault(dep, []).append(key)
-    return users
+    """The binaries (of `by_project`) that install `library`, each with a shortest chain of
+    project names down to it: through their project alone or with one of their `extras`."""
+    found: dict[str, tuple[str, ...]] = {}
+    for (key, extra), chain in sorted(workspace.requirers(library).items()):
+        for name in by_project.get(key, ()):
+            if extra and extra not in extras[name]:
+                continue
+            if name not in found or len(chain) < len(found[name]):
+                found[name] = chain
+    return found
 
 
 def _plain(value: object) -> object:
@@ -310,8 +299,8 @@ def _manifest_reasons(
     return out
 
 
-def _slice(lock: Lock, key: str) -> tuple[LockedPackage, ...] | None:
-    return lock.slice(key) if key in lock.members else None
+def _slice(lock: Lock, key: str, extras: frozenset[str]) -> tuple[LockedPackage, ...] | None:
+    return lock.slice(key, sorted(extras)) if key in lock.members else None
 
 
 def _lock_detail(
@@ -341,12 +330,14 @@ def _lock_detail(
 def _lock_reasons(
     workspace: Workspace,
     projects: Mapping[str, str],
+    extras: Mapping[str, frozenset[str]],
     old: bytes | None,
     lock_path: Path,
     rel: str,
     since: str,
 ) -> dict[str, Reason]:
-    """Binaries (by name, with a project key in `projects`) whose locked slice changed."""
+    """Binaries (by name, with a project key in `projects`) whose locked slice (with
+    their `extras`) changed."""
     new = workspace.lock
     if old is None and new is None:
         return {}
@@ -360,15 +351,20 @@ def _lock_reasons(
         return {name: Reason("lock", rel, detail=detail) for name in projects}
     out: dict[str, Reason] = {}
     for name, key in projects.items():
-        now = _slice(new, key)
+        now = _slice(new, key, extras[name])
         try:
-            was = _slice(then, key)
+            was = _slice(then, key, extras[name])
         except WorkspaceError:  # an old lock out of step with itself: count it as changed
             out[name] = Reason("lock", rel, detail=f"{rel} at {since} could not be read")
             continue
         if was is None and now is None:
             continue
-        if was is None or now is None or then.slice_digest(key) != new.slice_digest(key):
+        chosen = sorted(extras[name])
+        if (
+            was is None
+            or now is None
+            or then.slice_digest(key, chosen) != new.slice_digest(key, chosen)
+        ):
             out[name] = Reason("lock", rel, detail=_lock_detail(was, now))
     return out
 
@@ -416,6 +412,10 @@ def affected(
 
     projects: dict[str, str] = {}  # binary -> its project's key
     by_project: dict[str, list[str]] = {}
+    extras = {
+        name: frozenset(canonicalize_name(e) for e in manifest.binaries[name].extras)
+        for name in chosen
+    }
     for name in chosen:
         project = workspace.project_at(manifest.binaries[name].source)
         if project is not None:
@@ -428,7 +428,6 @@ def affected(
         folder = None if path in special else owners.owner(path)
         if folder is not None and not _output(path, folder):
             by_folder.setdefault(folder, []).append(path)
-    users: dict[str, list[str]] | None = None
     for folder, paths in by_folder.items():
         for name in owners.sources.get(folder, ()):
             if name in reasons:  # its own requirements lock is a "lock" reason below
@@ -436,10 +435,8 @@ def affected(
                 reasons[name].update(Reason("source", p) for p in paths if p != own)
         library = owners.projects.get(folder)
         if library is not None:
-            users = _users(workspace) if users is None else users
-            for user, via in _chains(workspace, library, users).items():
-                for name in by_project.get(user, ()):
-                    reasons[name].update(Reason("library", p, via) for p in paths)
+            for name, via in _library_users(workspace, library, by_project, extras).items():
+                reasons[name].update(Reason("library", p, via) for p in paths)
 
     for name in chosen:
         image = manifest.binaries[name].image
@@ -465,7 +462,7 @@ def affected(
     if lock_rel in changed_set:
         old = _show(root, sha, lock_rel)
         for name, reason in _lock_reasons(
-            workspace, projects, old, lock_path, lock_rel, since
+            workspace, projects, extras, old, lock_path, lock_rel, since
         ).items():
             reasons[name].add(reason)
 

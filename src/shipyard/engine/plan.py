@@ -272,9 +272,12 @@ def make_plan(
         runnable = [k for k in ("zipapp", "image") if k in outputs and chosen_platforms[k]]
         libraries: tuple[str, ...] = ()
         if (runnable or "wheel" in outputs) and workspace is not None and project is not None:
-            # Zipapps and images install these; a wheel output comes with them, so
-            # `pip install dist/wheels/*.whl` finds every in-repo requirement.
-            libraries = tuple(wheel(lib.root, None, lib.key) for lib in workspace.closure(key))
+            # Zipapps and images install these (through the binary's extras too); a wheel
+            # output comes with them, so `pip install dist/wheels/*.whl` finds every
+            # in-repo requirement.
+            libraries = tuple(
+                wheel(lib.root, None, lib.key) for lib in workspace.closure(key, binary.extras)
+            )
         for kind in runnable:
             action_id = f"{kind}:{binary.name}"
             actions[action_id] = Action(
@@ -378,9 +381,9 @@ def unbuildable(plan: Plan, selection: Selection) -> str:
 
 def version_inputs(plan: Plan) -> dict[str, Inputs]:
     """Each action's versioned inputs: its source and the folders of the in-repository
-    libraries its project needs (transitively), without the other binaries' and
-    projects' folders nested in them. A binary's wheel, zipapp and image share one
-    set, and so one version.
+    libraries its project needs (transitively, with the binary's extras), without the
+    other binaries' and projects' folders nested in them. A binary's wheel, zipapp and
+    image share one set, and so one version.
     """
     root = plan.manifest.root
     by_id = {a.id: a for a in plan.actions}
@@ -395,7 +398,15 @@ def version_inputs(plan: Plan) -> dict[str, Inputs]:
         own = by_id.get(action.deps[0], action) if action.deps else action
         folders = [action.source]
         if workspace is not None and action.project in workspace.projects:
-            folders += [lib.root for lib in workspace.closure(action.project)]
+            # A wheel has no extras of its own: those of every binary built from its
+            # source, selected or not, so its version does not follow the selection.
+            extras = action.extras
+            if action.kind == "wheel":
+                extras = tuple(
+                    e for b in plan.manifest.binaries.values() if b.source == action.source
+                    for e in b.extras
+                )  # fmt: skip
+            folders += [lib.root for lib in workspace.closure(action.project, extras)]
         include = tuple(dict.fromkeys(rel(f) for f in folders))
         exclude = tuple(e for e in (rel(n) for n in own.nested) if e not in include)
         found[action.id] = Inputs(include, exclude)

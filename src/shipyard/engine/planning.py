@@ -15,13 +15,14 @@ __all__ = ["plan_for", "read_workspace"]
 def read_workspace(manifest: Manifest, binaries: Iterable[str] | None = None) -> Workspace:
     """The projects of the manifest's repository and its uv.lock, checked for what the
     `binaries` (default: all of the manifest's) build from: each one's project and the
-    libraries it needs, then the lock (WorkspaceError, exit 2, naming the
-    pyproject.toml and line). Broken projects no binary uses are left alone."""
+    libraries it needs (with its extras), then the lock (WorkspaceError, exit 2, naming
+    the pyproject.toml and line). Broken projects no binary uses are left alone."""
     workspace = load_workspace(manifest.root)
     for name in manifest.binaries if binaries is None else binaries:
-        project = workspace.project_at(manifest.binaries[name].source)
+        binary = manifest.binaries[name]
+        project = workspace.project_at(binary.source)
         if project is not None:
-            workspace.check(project.key)
+            workspace.check(project.key, binary.extras)
     if workspace.lock is not None:
         check_lock(workspace)
     return workspace

@@ -109,7 +109,7 @@ class ReleaseContext:
         for binary in self.plan.binaries:
             project = workspace.project_at(binary.source) if "wheel" in binary.outputs else None
             if project is not None:
-                needed.update(lib.key for lib in workspace.closure(project.key))
+                needed.update(lib.key for lib in workspace.closure(project.key, binary.extras))
         return frozenset(needed)
 
     def image_binaries(self) -> tuple[Binary, ...]:

@@ -16,10 +16,11 @@ from shipyard.workspace.lock import (
     check_lock,
     export_requirements,
 )
-from shipyard.workspace.projects import Dependency, Project, Workspace, load_workspace
+from shipyard.workspace.projects import Dependency, Link, Project, Workspace, load_workspace
 
 __all__ = [
     "Dependency",
+    "Link",
     "Lock",
     "LockedPackage",
     "Project",

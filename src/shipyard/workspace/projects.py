@@ -3,7 +3,10 @@
 A project is a folder whose pyproject.toml has a `[project]` table. A requirement of a
 project is in-repo when `[tool.uv.sources]` (the project's own, else its uv workspace
 root's) says `workspace = true` or `path = ...`, or, with no source entry, when a project of
-the repository has that name. Problems of one project (a bad source, a cycle, a name two
+the repository has that name, in `[project].dependencies` and in every extra of
+`[project.optional-dependencies]` alike: a library needed only through an extra is as much
+a part of what a binary installs as any other (see `_graph` for how extras are walked).
+Problems of one project (a bad source, a cycle, a name two
 projects share) are raised when that project is asked about (`closure`, `check`), so a
 repository can hold test fixtures that are broken on purpose; problems of the repository's
 own uv workspace (its members list) are raised by `load_workspace`.
@@ -13,19 +16,19 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from shipyard.workspace import _markers
+from shipyard.workspace import _graph, _markers
 from shipyard.workspace._discover import UvWorkspace, read_pyprojects, rel, uv_workspace
 from shipyard.workspace._text import TomlFile, Where, WorkspaceError
 from shipyard.workspace.lock import Lock
 
-__all__ = ["Dependency", "Project", "Workspace", "load_workspace"]
+__all__ = ["Dependency", "Link", "Project", "Workspace", "load_workspace"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,16 @@ class Dependency:
     """One requirement of `[project].dependencies` and where it is written."""
 
     requirement: Requirement
+    where: Where
+
+
+@dataclass(frozen=True)
+class Link:
+    """A requirement naming a project of the repository: its key, the extras it asks of
+    it (canonical, sorted) and where it is written."""
+
+    key: str
+    extras: tuple[str, ...]
     where: Where
 
 
@@ -46,6 +59,15 @@ class Project:
     pyproject: Path
     dependencies: tuple[Dependency, ...]
     in_repo: tuple[str, ...]
+    """Keys of the other projects `[project].dependencies` names (extras aside)."""
+    extras: tuple[str, ...] = ()
+    """The extras `[project.optional-dependencies]` declares, canonical and sorted."""
+    links: Mapping[str, tuple[Link, ...]] = field(default_factory=dict, compare=False)
+    """In-repo requirements by extra ("": `[project].dependencies`), those naming the
+    project itself (`all = ["acme[plus]"]`) included."""
+
+
+_Next = tuple[tuple[_graph.Node, Where], ...]
 
 
 @dataclass(frozen=True)
@@ -67,13 +89,16 @@ class Workspace:
     _source_kinds: dict[Path, dict[str, str]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    _closures: dict[str, tuple[Project, ...]] = field(
+    _closures: dict[tuple[str, tuple[str, ...]], tuple[Project, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    _reverse: dict[str, set[str]] = field(default_factory=dict, repr=False, compare=False)
-    # Every project another reaches (memoised for all keys at once) and a topological
-    # rank over the whole graph: closures in O(reached), not a search per key.
-    _reached: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
+    _reverse: _graph.Reverse = field(default_factory=dict, repr=False, compare=False)
+    # Every project a node (a project with one extra) reaches, memoised for all nodes at
+    # once, and a topological rank over the plain dependencies: closures in O(reached),
+    # not a search per key.
+    _reached: dict[_graph.Node, frozenset[str]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
     _rank: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     _dependents: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
@@ -93,6 +118,17 @@ class Workspace:
             raise self._problems[folder][0]
         return self._by_folder.get(folder)
 
+    def names(self) -> dict[str, Path]:
+        """Every canonical name a project of the repository answers to, with its folder
+        (relative to the root): names never to be installed from an index."""
+        found = {key: project.root for key, project in self.projects.items()}
+        for key, copies in self.duplicates.items():
+            found.setdefault(key, copies[0].root)
+        return {
+            key: folder.relative_to(self.root) if folder.is_relative_to(self.root) else folder
+            for key, folder in sorted(found.items())
+        }
+
     def owner(self, path: Path) -> Project | None:
         """The deepest project whose root contains `path` (a file or a folder), if any."""
         current = self._folder(path)
@@ -108,9 +144,10 @@ class Workspace:
             raise self._problems[self.duplicates[key][-1].root][0]
         return self.projects[key]
 
-    def check(self, key: str) -> None:
-        """Raise the first problem of project `key` or of any project it depends on."""
-        self.closure(key)
+    def check(self, key: str, extras: Iterable[str] = ()) -> None:
+        """Raise the first problem of project `key` or of any project it depends on, with
+        its `extras`."""
+        self.closure(key, extras)
 
     def check_all(self) -> None:
         """Raise the first problem of any project, in path order (strict loading)."""
@@ -120,67 +157,69 @@ class Workspace:
             if self._problems.get(project.root):
                 raise self._problems[project.root][0]
         for key in sorted(self.projects):
-            self.closure(key)
+            self.closure(key, self.projects[key].extras)
 
-    def closure(self, key: str) -> tuple[Project, ...]:
-        """The in-repo projects `key` depends on, directly or not, dependencies first
-        (topological order, ties broken by key); `key` itself is not included.
+    def closure(self, key: str, extras: Iterable[str] = ()) -> tuple[Project, ...]:
+        """The in-repo projects `key` installed with `extras` depends on, directly or not,
+        through plain dependencies and extras alike, dependencies first (topological
+        order of the plain dependencies, ties broken by key); `key` itself is not included.
 
         Raises a WorkspaceError for a problem of any project on the way, or a cycle."""
-        if key in self._closures:
-            return self._closures[key]
-        reached = self._reach(key)
+        chosen = tuple(sorted({canonicalize_name(e) for e in extras} - {""}))
+        if (key, chosen) in self._closures:
+            return self._closures[(key, chosen)]
+        reached: set[str] = set()
+        for extra in ("", *chosen):
+            reached.update(self._reach((key, extra)))
+        reached.discard(key)
         if not self._rank:
             self._rank.update(self._ranks())  # a frozen dataclass: fill, don't assign
         result = tuple(self.projects[k] for k in sorted(reached, key=lambda k: (self._rank[k], k)))
-        self._closures[key] = result
+        self._closures[(key, chosen)] = result
         return result
 
-    def _reach(self, key: str) -> frozenset[str]:
-        """The keys `key` depends on, directly or not; raises for a problem on the way
-        or a cycle. Depth-first in key order, so the same link is named every run."""
-        if key in self._reached:
-            return self._reached[key]
-        start = self._project(key)
-        on_stack: set[str] = set()
-        stack: list[tuple[Project, list[str]]] = []
+    def _reach(self, start: _graph.Node) -> frozenset[str]:
+        """The keys node `start` depends on, directly or not; raises for a problem on the
+        way or a cycle. Depth-first in node order, so the same link is named every run."""
+        if start in self._reached:
+            return self._reached[start]
+        on_stack: set[_graph.Node] = set()
+        # Each node on the way, what it needs, and what of that is still to visit.
+        stack: list[tuple[_graph.Node, _Next, list[tuple[_graph.Node, Where]]]] = []
 
-        def enter(project: Project) -> None:
+        def enter(node: _graph.Node) -> None:
+            project = self._project(node[0])
             problems = self._problems.get(project.root)
             if problems:
                 raise problems[0]
-            on_stack.add(project.key)
-            stack.append((project, list(reversed(project.in_repo))))
+            on_stack.add(node)
+            after = _graph.successors(project, node[1])
+            stack.append((node, after, list(reversed(after))))
 
         enter(start)
         while stack:
-            project, todo = stack[-1]
+            node, after, todo = stack[-1]
             if not todo:
                 stack.pop()
-                on_stack.discard(project.key)
+                on_stack.discard(node)
                 below: set[str] = set()
-                for dep in project.in_repo:
-                    below.add(dep)
+                for dep, _ in after:
+                    below.add(dep[0])
                     below.update(self._reached[dep])
-                self._reached[project.key] = frozenset(below)
+                self._reached[node] = frozenset(below)
                 continue
-            nxt = todo.pop()
+            nxt, where = todo.pop()
             if nxt in on_stack:
-                path = [p.key for p, _ in stack]
+                path = [n for n, _, _ in stack]
                 cycle = [*path[path.index(nxt) :], nxt]
-                where = next(
-                    d.where
-                    for d in project.dependencies
-                    if canonicalize_name(d.requirement.name) == nxt
-                )
                 raise WorkspaceError(
                     where,
-                    "dependency cycle: " + " -> ".join(cycle),
+                    "dependency cycle: " + " -> ".join(f"{k}[{x}]" if x else k for k, x in cycle),
                     "remove one of the links: a project cannot depend on itself through others",
                 )
             if nxt not in self._reached:
-                enter(self._project(nxt))
-        return self._reached[key]
+                enter(nxt)
+        return self._reached[start]
 
     def _ranks(self) -> dict[str, int]:
         """A topological rank of every project not on a cycle (Kahn's algorithm, the
@@ -205,26 +244,23 @@ class Workspace:
         return rank
 
     def dependents(self, key: str) -> tuple[str, ...]:
-        """Keys of the projects that depend on `key`, directly or not, sorted."""
+        """Keys of the projects that depend on `key`, directly or not, plainly or through
+        any of their extras, sorted."""
         if key not in self.projects and key not in self.duplicates:
             raise KeyError(key)
-        if key in self._dependents:
-            return self._dependents[key]
+        if key not in self._dependents:
+            found = {node[0] for node in self.requirers(key)}
+            self._dependents[key] = tuple(sorted(found - {key}))
+        return self._dependents[key]
+
+    def requirers(self, key: str) -> dict[_graph.Node, tuple[str, ...]]:
+        """Every (project, extra) that installs project `key`, directly or not ("" is the
+        project alone), with a shortest chain of project names from it down to `key`."""
+        if key not in self.projects:
+            return {}
         if not self._reverse:
-            for project in self._by_folder.values():
-                for dep in project.in_repo:
-                    self._reverse.setdefault(dep, set()).add(project.key)
-        seen: set[str] = set()
-        todo = [key]
-        while todo:
-            for user in self._reverse.get(todo.pop(), ()):
-                if user not in seen:
-                    seen.add(user)
-                    todo.append(user)
-        seen.discard(key)
-        result = tuple(sorted(seen))
-        self._dependents[key] = result
-        return result
+            self._reverse.update(_graph.reverse(self.projects))
+        return _graph.chains(self.projects, self._reverse, key)
 
 
 def load_workspace(root: Path, *, strict: bool = False) -> Workspace:
@@ -391,59 +427,92 @@ class _Builder:
         file = self.files[folder]
         table = file.data["project"]
         ws = self.workspace_of(folder)
-        in_lock = self.lock is not None and (
-            (ws is not None and ws.root == self.root) or folder == self.root
-        )
         sources = self.sources(folder, ws)
         self.source_kinds[folder] = {name: source.kind for name, source in sources.items()}
         raw = table.get("dependencies", [])
         dependencies: list[Dependency] = []
-        in_repo: set[str] = set()
-        for index, text in enumerate(raw if isinstance(raw, list) else []):
-            where = file.where(
-                ("project", "dependencies", index), ("project", "dependencies"), ("project",),
-                root=self.root,
-            )  # fmt: skip
-            try:
-                requirement = Requirement(text)
-            except (InvalidRequirement, TypeError) as error:
-                self.problem(
-                    folder,
-                    WorkspaceError(
-                        where, f"invalid requirement {text!r}: {error}", "write it as PEP 508"
-                    ),
-                )
-                continue
-            dependencies.append(Dependency(requirement, where))
-            dep = canonicalize_name(requirement.name)
-            if dep == key:
-                continue  # a project naming itself (for its own extras) is no edge
-            target = self.resolve(folder, dep, where, sources.get(dep), ws)
-            if target is not None:
-                in_repo.add(target)
-            elif (
-                in_lock
-                and self.lock is not None
-                and dep not in self.lock.packages
-                and not _markers.never(requirement.marker, self.lock.requires_python)
-            ):
-                self.problem(
-                    folder,
-                    WorkspaceError(
-                        where,
-                        f"`{requirement.name}` is neither a project of the repository nor a "
-                        "package of uv.lock",
-                        "run `uv lock` (or fix the name)",
-                    ),
-                )
+        links: dict[str, tuple[Link, ...]] = {}
+        texts = raw if isinstance(raw, list) else []
+        for index, text in enumerate(texts):
+            path: tuple[str | int, ...] = ("project", "dependencies", index)
+            found = self.requirement(folder, key, text, path, sources, ws)
+            if found is not None:
+                dependencies.append(found[0])
+            if found is not None and found[1] is not None:
+                links[""] = (*links.get("", ()), found[1])
+        optional = table.get("optional-dependencies", {})
+        extras: set[str] = set()
+        for extra, listed in optional.items() if isinstance(optional, dict) else ():
+            chosen = canonicalize_name(extra)
+            extras.add(chosen)
+            for index, text in enumerate(listed if isinstance(listed, list) else []):
+                path = ("project", "optional-dependencies", extra, index)
+                found = self.requirement(folder, key, text, path, sources, ws)
+                if found is not None and found[1] is not None:
+                    links[chosen] = (*links.get(chosen, ()), found[1])
         return Project(
             name=name,
             key=key,
             root=folder,
             pyproject=file.path,
             dependencies=tuple(dependencies),
-            in_repo=tuple(sorted(in_repo)),
+            in_repo=tuple(sorted({link.key for link in links.get("", ()) if link.key != key})),
+            extras=tuple(sorted(extras)),
+            links=links,
         )
+
+    def requirement(
+        self,
+        folder: Path,
+        key: str,
+        text: object,
+        path: tuple[str | int, ...],
+        sources: dict[str, _Source],
+        ws: UvWorkspace | None,
+    ) -> tuple[Dependency, Link | None] | None:
+        """Requirement `text` of project `key`, written at `path` of its pyproject.toml,
+        with its link when it names a project of the repository (`key` itself included:
+        an extra may ask for the project's other extras). None, with a problem recorded,
+        when it is not PEP 508."""
+        file = self.files[folder]
+        where = file.where(path, path[:-1], ("project",), root=self.root)
+        try:
+            requirement = Requirement(text)  # type: ignore[arg-type]  # TypeError if not str
+        except (InvalidRequirement, TypeError) as error:
+            self.problem(
+                folder,
+                WorkspaceError(
+                    where, f"invalid requirement {text!r}: {error}", "write it as PEP 508"
+                ),
+            )
+            return None
+        dependency = Dependency(requirement, where)
+        dep = canonicalize_name(requirement.name)
+        extras = tuple(sorted({canonicalize_name(e) for e in requirement.extras}))
+        if dep == key:
+            return dependency, Link(key, extras, where)
+        target = self.resolve(folder, dep, where, sources.get(dep), ws)
+        if target is not None:
+            return dependency, Link(target, extras, where)
+        in_lock = self.lock is not None and (
+            (ws is not None and ws.root == self.root) or folder == self.root
+        )
+        if (
+            in_lock
+            and self.lock is not None
+            and dep not in self.lock.packages
+            and not _markers.never(requirement.marker, self.lock.requires_python)
+        ):
+            self.problem(
+                folder,
+                WorkspaceError(
+                    where,
+                    f"`{requirement.name}` is neither a project of the repository nor a "
+                    "package of uv.lock",
+                    "run `uv lock` (or fix the name)",
+                ),
+            )
+        return dependency, None
 
     def resolve(
         self,

@@ -79,6 +79,7 @@ from shipyard.builders.image.variants import (
 )
 from shipyard.builders.kinds import daemonless_inputs, image_settings, source_url
 from shipyard.builders.locks import requirements_for
+from shipyard.builders.origin import from_repository
 from shipyard.builders.resolve import Resolution, resolve
 from shipyard.builders.wheel import build_env
 from shipyard.dist import action_log, image_archive, image_layout, temp_prefix
@@ -366,15 +367,23 @@ class ImageBuilder:
                 python, platform = part
                 folder = platform.replace("/", "_")
                 dest = Path(tmp) / (f"py{python}" if python else "") / folder
-                return self.resolver(
+                # The repository's projects from their wheels only, before any layer.
+                return from_repository(
+                    self.resolver(
+                        wheels,
+                        platform,
+                        python or ctx.python,
+                        dest,
+                        env=env,
+                        log=log,
+                        requirements=requirements,
+                        extras=action.extras,
+                    ),
                     wheels,
-                    platform,
-                    python or ctx.python,
-                    dest,
-                    env=env,
-                    log=log,
-                    requirements=requirements,
+                    ctx.workspace,
+                    action=action.id,
                     extras=action.extras,
+                    log=log,
                 )
 
             parts = [(py, p) for py in pythons for p in action.platforms]

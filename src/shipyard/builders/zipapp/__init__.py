@@ -351,24 +351,33 @@ class ZipappBuilder:
         ctx.dist.mkdir(parents=True, exist_ok=True)
         for path in (*logs.values(), log):
             path.write_bytes(b"")
-        # Imported here: the installers' module is only needed to build, not to key.
+        # Imported here: the installers' modules are only needed to build, not to key.
+        from shipyard.builders.origin import from_repository
         from shipyard.builders.resolve import resolve
 
         with tempfile.TemporaryDirectory(prefix=temp_prefix("zipapp"), dir=ctx.dist) as tmp:
             requirements = requirements_for(action, ctx, Path(tmp))
             # Installers are subprocesses and zlib releases the GIL: parts overlap
-            # when the job budget has idle slots.
+            # when the job budget has idle slots. Each site is checked to hold the
+            # repository's projects from their wheels only, before anything is written.
             resolutions = map_parts(
                 ctx,
-                lambda part: resolve(
+                lambda part: from_repository(
+                    resolve(
+                        wheels,
+                        part[1],
+                        part[0],
+                        Path(tmp) / part_name(part).replace("/", "_"),
+                        env=build_env(ctx),
+                        log=logs[part],
+                        requirements=requirements,
+                        extras=action.extras,
+                    ),
                     wheels,
-                    part[1],
-                    part[0],
-                    Path(tmp) / part_name(part).replace("/", "_"),
-                    env=build_env(ctx),
-                    log=logs[part],
-                    requirements=requirements,
+                    ctx.workspace,
+                    action=action.id,
                     extras=action.extras,
+                    log=logs[part],
                 ),
                 parts,
             )
