@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.reliability import record
+
 DEPTH = 5000  # far past the recursion limit, as an attacker's file would be
 _ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith(("UV_", "GIT_"))},
@@ -49,12 +51,12 @@ def _pyproject(folder: Path, name: str, deps: list[str], tail: str = "") -> None
     )
 
 
-def _repo(tmp_path: Path, deep: str) -> Path:
+def _repo(tmp_path: Path, deep: str, text: str = DEEP) -> Path:
     """`app` (no in-repo dependency) and `other` (needs `lib`), each a binary; the folder
-    `deep` ("app", "lib" or "" for none) gets a value nested DEPTH levels deep."""
+    `deep` ("app", "lib" or "" for none) gets `text`, a value nested DEPTH levels deep."""
     root = tmp_path / "repo"
     for name, deps in (("lib", []), ("app", []), ("other", ["lib"])):
-        _pyproject(root / name, name, deps, DEEP if name == deep else "")
+        _pyproject(root / name, name, deps, text if name == deep else "")
     (root / "binaries.yaml").write_text(
         "schema: 1\nproject: {name: r, version: '1.0'}\n"
         "defaults: {outputs: [wheel, zipapp], platforms: [linux/amd64]}\nbinaries:\n"
@@ -135,3 +137,57 @@ def test_a_deep_project_no_binary_uses_leaves_check_and_build_alone(tmp_path: Pa
         done = shipyard(root, *command)
         assert "Traceback" not in done.stderr, done.stderr[-2000:]
         assert done.returncode == 0, done.stderr[-2000:]
+
+
+# Shapes of deep nesting, each DEPTH levels: arrays, inline tables, both in turn.
+SHAPES = {
+    "arrays": DEEP,
+    "inline tables": f"x = {'{a = ' * DEPTH}1{'}' * DEPTH}\n",
+    "arrays of inline tables": f"x = {'[{a = ' * DEPTH}1{'}]' * DEPTH}\n",
+}
+COMMANDS = (("check",), ("plan", "--binary=app"), ("build", "--dry-run", "--binary=app"))
+
+
+@pytest.mark.reliability
+def test_reliability_deep_documents_are_exit_2_never_a_traceback(tmp_path: Path) -> None:
+    """Every shape of deep nesting, in a binary's pyproject.toml and in uv.lock, through
+    every command that reads them: exit 2 naming the file, no traceback; in a library no
+    selected binary uses, the plan goes on."""
+    runs = refused = 0
+    failures: list[str] = []
+    for number, (shape, text) in enumerate(SHAPES.items()):
+        cases = {
+            "app/pyproject.toml": _repo(tmp_path / f"p{number}", "app", text),
+            "uv.lock": _repo(tmp_path / f"l{number}", ""),
+        }
+        (cases["uv.lock"] / "uv.lock").write_text(f'version = 1\n\n[[package]]\nname = "a"\n{text}')
+        for name, root in cases.items():
+            for command in COMMANDS:
+                done = shipyard(root, *command)
+                runs += 1
+                if (
+                    done.returncode == 2
+                    and f"{name}:" in done.stderr
+                    and "Traceback" not in (done.stderr)
+                ):
+                    refused += 1
+                else:
+                    failures.append(f"{shape} in {name}, {command}: {done.stderr[-300:]}")
+        unused = _repo(tmp_path / f"u{number}", "lib", text)
+        done = shipyard(unused, "plan", "--binary=app")
+        runs += 1
+        if done.returncode != 0:
+            failures.append(f"{shape} in an unused library: {done.stderr[-300:]}")
+    record(
+        "deeply nested TOML in the repository",
+        area="hostile documents",
+        cases=runs,
+        injected=f"values nested {DEPTH} levels deep ({', '.join(SHAPES)}) in a binary's "
+        "pyproject.toml, in uv.lock and in a library no selected binary uses, through "
+        "check, plan and build --dry-run",
+        result=f"{refused} of {len(SHAPES) * 2 * len(COMMANDS)} runs on a file in use exited "
+        "2 naming FILE:LINE:COL where the nesting passes 100 levels, none with a traceback; "
+        f"{len(SHAPES)} plans of a binary not using the deep library succeeded",
+        figures={"runs": runs, "exit_2": refused, "failures": len(failures), "depth": DEPTH},
+    )
+    assert not failures, "\n".join(failures)
