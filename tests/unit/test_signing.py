@@ -37,7 +37,6 @@ from shipyard.release.provenance import (
     verify_envelope,
     write_provenance,
 )
-from shipyard.release.verification import verify_release
 from shipyard.release.signing import (
     KEY_ENV,
     PASSWORD_ENV,
@@ -56,6 +55,7 @@ from shipyard.release.signing import (
     verify_sums,
 )
 from shipyard.release.staging import sha256sums
+from shipyard.release.verification import verify_release
 
 DIGEST = "sha256:" + "ab" * 32
 

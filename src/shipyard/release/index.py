@@ -236,8 +236,10 @@ class PackageIndex:
                 found = sha256_file(copy)
                 if found != sha256:
                     raise PackageIndexError(
-                        "", "", f"{path} has sha256 {found}, not the {sha256} it was checked "
-                        "with: it changed during the release; nothing was uploaded"
+                        "",
+                        "",
+                        f"{path} has sha256 {found}, not the {sha256} it was checked "
+                        "with: it changed during the release; nothing was uploaded",
                     )
                 self.upload(copy)
             return
