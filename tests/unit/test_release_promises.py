@@ -16,7 +16,7 @@ from shipyard.release.preflight import Preflight
 from shipyard.release.publish import Publish, verify_staged
 from shipyard.release.staging import SUMS, StageRelease, sha256sums
 from tests.unit.test_release_pipeline import make_context
-from tests.unit.test_release_publish import stage
+from tests.unit.test_release_publish import publishing_context, stage
 
 
 def test_a_snapshot_into_an_existing_folder_stops_in_preflight(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_staging_replaces_the_folder_whole(tmp_path: Path) -> None:
 
 
 def test_a_file_that_was_not_staged_is_refused_by_name(tmp_path: Path) -> None:
-    ctx = make_context(tmp_path, ReleaseOptions(version="1.2.3"))
+    ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3"))
     folder = ctx.release_dir
     stage(folder)
     (folder / SUMS).write_text(sha256sums(folder))
@@ -70,7 +70,7 @@ def test_publish_refuses_a_stray_file_before_contacting_anything(tmp_path: Path)
     def registry_for(host: str) -> Registry:
         raise AssertionError(f"{host} was contacted")
 
-    ctx = make_context(tmp_path, ReleaseOptions(version="1.2.3"))
+    ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3"))
     ctx.registry_for = registry_for
     folder = ctx.release_dir
     ctx.staged = stage(folder)
@@ -85,7 +85,7 @@ def test_a_dry_run_without_an_index_says_wheels_are_staged_not_uploaded(
     tmp_path: Path,
 ) -> None:
     lines: list[str] = []
-    ctx = make_context(tmp_path, ReleaseOptions(version="1.2.3", dry_run=True))
+    ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3", dry_run=True))
     ctx.on_step = lines.append
     assert ctx.index is None
     folder = ctx.release_dir

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shipyard.errors import UsageError
+from shipyard.manifest import Binary, Image
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions
+from shipyard.release.context import ReleaseContext
 from shipyard.release.publish import Publish, check_staged
 from shipyard.release.staging import sha256sums
 from tests.unit.test_release_pipeline import make_context
@@ -25,6 +29,16 @@ def _blob(layout: Path, data: bytes) -> dict[str, Any]:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def publishing_context(tmp_path: Path, options: ReleaseOptions) -> ReleaseContext:
+    """make_context's, its plan selecting the binary `demo` with an image for the hub
+    `stage` writes (publish pushes only where the manifest says)."""
+    ctx = make_context(tmp_path, options)
+    image = Image(hubs=("127.0.0.1:9/demo",), tags=("latest",))
+    demo = Binary("demo", tmp_path / "demo", "demo:main", ("wheel", "image"), (), (), image, ())
+    ctx.plan = replace(ctx.plan, binaries=(demo,))
+    return ctx
 
 
 def stage(folder: Path, version: str = "1.2.3+local.1") -> dict[str, Any]:
@@ -63,7 +77,7 @@ def stage(folder: Path, version: str = "1.2.3+local.1") -> dict[str, Any]:
                 "digest": root["digest"],
                 "manifests": [],
                 "hubs": ["127.0.0.1:9/demo"],
-                "tags": ["1.0.0", "latest"],
+                "tags": [version.replace("+", "-"), "latest"],
             },
         ],
     }
@@ -121,7 +135,7 @@ def test_publish_refuses_a_tampered_file_before_contacting_anything(tmp_path: Pa
         contacted.append(host)
         raise AssertionError(f"{host} was contacted")
 
-    ctx = make_context(tmp_path, ReleaseOptions(version="1.2.3"))
+    ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3"))
     ctx.registry_for = registry_for
     folder = ctx.release_dir
     ctx.staged = stage(folder)
@@ -131,3 +145,49 @@ def test_publish_refuses_a_tampered_file_before_contacting_anything(tmp_path: Pa
         Publish().run(ctx)
     assert contacted == []
     assert not (folder / "publish.journal").exists()
+
+
+def test_publish_goes_only_to_the_hubs_and_tags_the_manifest_gives(tmp_path: Path) -> None:
+    """Review finding 3: publish pushed to every hub release.json listed, with the push
+    credentials; a hub added to release.json (and SHA256SUMS rewritten: an unsigned
+    release has no signature to break) received them. Now every image's hubs and
+    tags must be the manifest's, before anything is contacted."""
+    contacted: list[str] = []
+
+    def registry_for(host: str) -> Registry:
+        contacted.append(host)
+        raise AssertionError(f"{host} was contacted")
+
+    ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3"))
+    ctx.registry_for = registry_for
+    folder = ctx.release_dir
+    staged = stage(folder)
+    for change in ({"hubs": ["127.0.0.1:9/demo", "127.0.0.1:5999/attacker"]}, {"tags": ["2.0"]}):
+        art = {**staged["artifacts"][1], **change}
+        (folder / "release.json").write_text(
+            json.dumps({**staged, "artifacts": [staged["artifacts"][0], art]})
+        )
+        (folder / "SHA256SUMS").write_text(sha256sums(folder))
+        with pytest.raises(UsageError, match=r"but the manifest gives \['127\.0\.0\.1:9/demo'\]"):
+            Publish().run(ctx)
+    assert contacted == []
+
+
+def test_a_wheel_is_uploaded_from_a_private_copy_never_through_a_link(tmp_path: Path) -> None:
+    """Review finding 6: the "private copy" of a wheel was a symlink when the staged
+    wheel was one (copyfile with follow_symlinks=False), so the bytes hashed and the
+    bytes twine read could differ."""
+    from shipyard.release.index import PackageIndex, PackageIndexError
+
+    target = tmp_path / "elsewhere.whl"
+    target.write_bytes(b"a wheel")
+    wheel = tmp_path / "demo-1.0.0-py3-none-any.whl"
+    wheel.symlink_to(target)
+    index = PackageIndex("http://127.0.0.1:9/", "u", "p")
+    digest = hashlib.sha256(b"a wheel").hexdigest()
+    with pytest.raises(PackageIndexError, match=r"cannot read it"):
+        index.upload(wheel, digest)
+    fifo = tmp_path / "fifo-1.0.0-py3-none-any.whl"
+    os.mkfifo(fifo)
+    with pytest.raises(PackageIndexError, match=r"not a regular file"):
+        index.upload(fifo, digest)

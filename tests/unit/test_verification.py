@@ -321,3 +321,59 @@ def test_a_signature_layer_with_a_bad_digest_or_size_is_refused_before_any_downl
         public = ec.generate_private_key(ec.SECP256R1()).public_key()
         with pytest.raises(VerifyError, match=r"not sha256|not a byte count"):
             verify_image_signature(registry, "app", DIGEST, public)
+
+
+def test_each_parsed_document_is_read_once(
+    signed: tuple[Path, SigningKey, ec.EllipticCurvePublicKey, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review finding 4: release.json (and the provenance, an image's index) was hashed
+    from one read and parsed from another, so a file swapped in between passed the
+    signed check. Each is now opened once: the bytes hashed are the bytes parsed (an
+    image's root blob, known only from release.json, is hashed again when parsed)."""
+    folder, _, public, _ = signed
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting(path: Any, flags: int, *args: Any) -> int:
+        opened.append(Path(path).relative_to(folder).as_posix())
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", counting)
+    verified = check_release(folder, public=public, version="1.0")
+    monkeypatch.undo()
+    for rel in ("release.json", "provenance.intoto.jsonl", "images/hello/index.json"):
+        assert opened.count(rel) == 1, (rel, opened)
+    assert verified.provenance == tuple((folder / "provenance.intoto.jsonl").read_bytes().split())
+
+
+def test_a_symlink_named_like_another_version_does_not_verify(
+    signed: tuple[Path, SigningKey, ec.EllipticCurvePublicKey, Path], tmp_path: Path
+) -> None:
+    """Review finding 7: `rel2/2.0 -> rel/1.0` verified as the 2.0 release, since the
+    version came from the resolved name. A symlinked release folder is refused."""
+    folder, _, public, _ = signed
+    link = tmp_path / "rel2" / "2.0"
+    link.parent.mkdir()
+    link.symlink_to(folder, target_is_directory=True)
+    with pytest.raises(VerifyError, match=r"2\.0 is a symlink"):
+        verify_release(link, public)
+
+
+def test_a_file_that_vanishes_during_the_check_is_a_verify_error(
+    signed: tuple[Path, SigningKey, ec.EllipticCurvePublicKey, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review finding 8: a file removed between the listing and its lstat gave a
+    FileNotFoundError traceback."""
+    folder, _, public, _ = signed
+    real_lstat = os.lstat
+
+    def vanishing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).endswith("hello.pyz"):
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", vanishing)
+    with pytest.raises(VerifyError, match=r"hello\.pyz cannot be read"):
+        check_release(folder, public=public)

@@ -70,6 +70,8 @@ class ReleaseContext:
     on_step: Callable[[str], None] = lambda _: None
     build: BuildRun | None = None
     staged: dict[str, Any] | None = None
+    # The provenance envelopes publish attaches: the bytes its check of the folder read.
+    provenance: tuple[bytes, ...] = ()
     resuming: bool = False
     results: list[StageResult] = field(default_factory=list)
     # The release's signing key, loaded by preflight (None: the release is not signed).

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -55,6 +55,26 @@ _TWINE_BROKEN = (
     "Connection reset",
     "IncompleteRead",
 )
+
+
+def _private_copy(source: Path, copy: Path) -> str:
+    """Copy the regular file `source` (never through a symlink) to `copy`, hashing the
+    bytes as they are written; their sha256. PackageIndexError for anything else."""
+    try:
+        # O_NONBLOCK: a FIFO in its place must not hang the release (no effect on files).
+        fd = os.open(
+            source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
+    except OSError as exc:
+        raise PackageIndexError("", "", f"{source}: cannot read it ({exc.strerror})") from None
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb") as handle, copy.open("xb") as out:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise PackageIndexError("", "", f"{source} is not a regular file")
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
 
 
 class PackageIndexError(RemoteError):
@@ -232,8 +252,7 @@ class PackageIndex:
         if sha256 is not None:
             with tempfile.TemporaryDirectory(prefix="shipyard-upload-") as private:
                 copy = Path(private) / path.name
-                shutil.copyfile(path, copy, follow_symlinks=False)
-                found = sha256_file(copy)
+                found = _private_copy(path, copy)
                 if found != sha256:
                     raise PackageIndexError(
                         "",

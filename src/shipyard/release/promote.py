@@ -69,7 +69,7 @@ from shipyard.oci.model import Descriptor, OCIError
 from shipyard.oci.remote.push import Hub, Publisher, default_registry, parse_hub, variant_tags
 from shipyard.oci.remote.registry import Registry, RegistryError
 from shipyard.release.index import PackageIndex
-from shipyard.release.provenance import push_attestation, read_provenance
+from shipyard.release.provenance import push_attestation
 from shipyard.release.rails import (
     TagClash,
     check_protected,
@@ -445,7 +445,7 @@ def plan_promotion(
         "here without --force-protected"
         for r in refused_hubs(binaries.values(), env, force=force)
     )
-    envelopes = read_provenance(folder) if verified.signed else []
+    envelopes = verified.provenance  # the checked bytes, never read again
     return Promotion(
         options.version,
         folder,
@@ -455,7 +455,7 @@ def plan_promotion(
         options.clobber,
         notes,
         signed=verified.signed,
-        envelopes=tuple(envelopes),
+        envelopes=envelopes,
         checked_with=_fingerprint(signing_key),
     )
 

@@ -47,7 +47,15 @@ from typing import Any
 
 from shipyard._fs import sha256_file
 from shipyard.errors import ShipyardError, UsageError
-from shipyard.oci.remote.push import LayoutImage, Publisher, move_tags, parse_hub, read_layout_image
+from shipyard.oci.remote.push import (
+    LayoutImage,
+    Publisher,
+    move_tags,
+    parse_hub,
+    read_layout_image,
+    variant_tags,
+)
+from shipyard.oci.remote.registry import Registry
 from shipyard.release.context import ReleaseContext
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
@@ -55,7 +63,7 @@ from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.rails import check_tag_move
 from shipyard.release.sbom import Attachment, attachment, push_attachment
 from shipyard.release.signing import SUMS_SIG, VerifyError
-from shipyard.release.verification import check_release
+from shipyard.release.verification import VerifiedRelease, check_release
 
 __all__ = [
     "NO_INDEX",
@@ -229,14 +237,16 @@ def check_staged(folder: Path, staged: dict[str, Any]) -> dict[str, LayoutImage]
     return images
 
 
-def verify_staged(ctx: ReleaseContext) -> dict[str, Any]:
-    """The staged folder through the check `shipyard verify` and promote run; its
-    release.json as checked.
+def verify_staged(ctx: ReleaseContext) -> VerifiedRelease:
+    """The staged folder through the check `shipyard verify` and promote run; what it
+    checked (release.json and the provenance, as the bytes it read hold them).
 
     With a signing key the folder must be signed by it (a resumed publish signs
     images only for a release its key signed); a mismatch, an unlisted or missing
     file, a symlink or another version's folder is a UsageError (exit 2) naming it,
-    before anything is sent.
+    before anything is sent. So is an image release.json sends to hubs or tags the
+    manifest does not give it now: publish pushes, with the push credentials, only
+    where the manifest says (a folder must not choose where the credentials go).
     """
     folder, key = ctx.release_dir, ctx.signing_key
     if (folder / SUMS_SIG).exists() and key is None:
@@ -257,15 +267,42 @@ def verify_staged(ctx: ReleaseContext) -> dict[str, Any]:
             f"{exc}: the staged release changed since it was staged; nothing was sent. "
             "Pass --clean to build and stage the release again"
         ) from None
-    return verified.staged
+    _check_places(ctx, verified.staged)
+    return verified
+
+
+def _check_places(ctx: ReleaseContext, staged: dict[str, Any]) -> None:
+    """Each image of `staged` goes to the hubs and tags the manifest gives it now."""
+    selected = {b.name: b for b in ctx.image_binaries()}
+    for art in staged.get("artifacts", []):
+        if art.get("kind") != "image":
+            continue
+        name, variant = art.get("binary"), art.get("variant") or ""
+        binary = selected.get(name) if isinstance(name, str) else None
+        where = f"{ctx.release_dir / 'release.json'}: the image of {name!r}"
+        if binary is None:
+            raise UsageError(
+                f"{where} is not an image this release selects; nothing was sent. Pass "
+                "--clean to stage the release again"
+            )
+        hubs, tags = list(binary.image.hubs), list(variant_tags(ctx.image_tags(binary), variant))
+        if art.get("hubs") != hubs or art.get("tags") != tags:
+            raise UsageError(
+                f"{where} goes to hubs {art.get('hubs')} with tags {art.get('tags')}, but the "
+                f"manifest gives {hubs} with {tags}; nothing was sent. Set the variables "
+                "(HUB, TAG) as when it was staged, or pass --clean to stage it again"
+            )
 
 
 class _Steps:
     """What wraps every publish step: the journal and the dry run.
 
-    A step already journalled is skipped, a dry run only says what it would do,
-    and a step that succeeded is journalled; the publishers below only publish
-    (as GoReleaser's publishers are wrapped by its skip and error handlers).
+    A step already journalled is skipped once the registry (or index) confirms it
+    (`present`): the journal is outside SHA256SUMS, so whoever can write the staged
+    folder can write it, and a line it holds is a hint, never proof. A dry run only
+    says what it would do, and a step that succeeded is journalled; the publishers
+    below only publish (as GoReleaser's publishers are wrapped by its skip and error
+    handlers).
     """
 
     def __init__(self, ctx: ReleaseContext, journal: Journal) -> None:
@@ -273,16 +310,44 @@ class _Steps:
         self._journal = journal
 
     def run(
-        self, step: str, would: str | Callable[[], str], do: Callable[[], object], **done: Any
+        self,
+        step: str,
+        would: str | Callable[[], str],
+        do: Callable[[], object],
+        present: Callable[[], bool] | None = None,
+        **done: Any,
     ) -> None:
-        """Run `do` for `step` unless journalled; in a dry run report `would` instead."""
-        if self._journal.done(step):
+        """Run `do` for `step` unless journalled and `present()`; in a dry run report
+        `would` instead."""
+        if self._journal.done(step) and (present is None or present()):
             self._ctx.on_step(f"journalled {step}")
+        elif self._journal.done(step) and not self._ctx.options.dry_run:
+            self._ctx.on_step(f"journalled {step}, but not at the registry: doing it again")
+            do()
         elif self._ctx.options.dry_run:
             self._ctx.on_step(would if isinstance(would, str) else would())
         else:
             do()
             self._journal.record(step, **done)
+
+
+def _has(
+    publisher: Publisher, hub_text: str, art: dict[str, Any], reference: str, digest: str = ""
+) -> Callable[[], bool]:
+    """Whether the image's repository at `hub_text` holds `reference` (a tag or digest),
+    naming `digest` when given: what confirms a journalled step."""
+
+    def present() -> bool:
+        hub = parse_hub(hub_text)
+        found = publisher.client(hub.host).manifest_exists(hub.repository(art["binary"]), reference)
+        return found is not None and (not digest or found == digest)
+
+    return present
+
+
+def _wheel_present(ctx: ReleaseContext, art: dict[str, Any]) -> bool:
+    """Whether the index serves the staged wheel `art` with its sha256."""
+    return ctx.index is not None and ctx.index.sha256(Path(art["path"]).name) == art["sha256"]
 
 
 def _would_upload(ctx: ReleaseContext, step: str) -> str:
@@ -303,8 +368,10 @@ class Publish:
     def run(self, ctx: ReleaseContext) -> None:
         """Publish each step not yet journalled; in a dry run, only report each step."""
         folder = ctx.release_dir
-        # What is published is what was checked: release.json as the check read it.
-        ctx.staged = verify_staged(ctx)
+        # What is published is what was checked: release.json and the provenance as
+        # the check read them, never read from the folder again.
+        verified = verify_staged(ctx)
+        ctx.staged, ctx.provenance = verified.staged, verified.provenance
         images = check_staged(folder, ctx.staged)
         steps = _Steps(ctx, Journal(folder / JOURNAL_NAME))
         publisher = Publisher(ctx.registry_for, on_step=ctx.on_step)
@@ -331,6 +398,7 @@ class Publish:
                     functools.partial(
                         self._image, publisher, images, art, hub_text, clobber=ctx.options.clobber
                     ),
+                    _has(publisher, hub_text, art, art["digest"], art["digest"]),
                     digest=art["digest"],
                 )
 
@@ -366,6 +434,7 @@ class Publish:
                 step,
                 functools.partial(_would_upload, ctx, step),
                 functools.partial(self._wheel, ctx, art, step),
+                functools.partial(_wheel_present, ctx, art),
                 sha256=art["sha256"],
             )
         if wheels and ctx.index is None and ctx.options.dry_run:
@@ -403,6 +472,7 @@ class Publish:
                 _tag_step(hub_text, art, tag),
                 f"would tag {hub_text}/{art['binary']}:{tag} -> {art['digest']}",
                 functools.partial(self._tag, ctx, publisher, images, art, hub_text, tag),
+                _has(publisher, hub_text, art, tag, art["digest"]),
                 digest=art["digest"],
             )
 
@@ -494,6 +564,7 @@ def attach_sboms(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> No
                     functools.partial(
                         _attach, ctx, publisher, made, art["binary"], about["tag"], hub_text
                     ),
+                    _has(publisher, hub_text, art, about["tag"], made.digest),
                     digest=made.digest,
                 )
 
@@ -506,11 +577,10 @@ def sign_images(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> Non
     key = ctx.signing_key
     if key is None:
         return
-    from shipyard.release.provenance import PROVENANCE_FILE, push_attestation, read_provenance
-    from shipyard.release.signing import push_signature
+    from shipyard.release.provenance import push_attestation
+    from shipyard.release.signing import attached_tag, push_signature
 
-    staged = ctx.release_dir / PROVENANCE_FILE
-    envelopes = read_provenance(ctx.release_dir) if staged.is_file() else []
+    envelopes = ctx.provenance
     for art in _artifacts(ctx, "image"):
         for hub_text in art["hubs"]:
             hub = parse_hub(hub_text)
@@ -521,6 +591,7 @@ def sign_images(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> Non
                 step,
                 f"would sign {hub.host}/{repo}@{digest} ({key.source})",
                 functools.partial(push_signature, client, repo, digest, key, on_step=ctx.on_step),
+                _has(publisher, hub_text, art, attached_tag(digest, "sig")),
                 digest=digest,
             )
             for envelope in envelopes:
@@ -531,12 +602,39 @@ def sign_images(ctx: ReleaseContext, steps: _Steps, publisher: Publisher) -> Non
                     functools.partial(
                         push_attestation, client, repo, digest, envelope, on_step=ctx.on_step
                     ),
+                    _has(publisher, hub_text, art, attached_tag(digest, "att")),
                     digest=digest,
                 )
 
 
+# A step the journal says is done but the registry lacks: the journal is wrong.
+_JOURNAL_HINT = (
+    "; if publish.journal records it as done, the journal is wrong: empty it (`: > "
+    "publish.journal`) and run the release again (every step checks the registry "
+    "first, nothing is sent twice)"
+)
+
+
+def _verify_signed(ctx: ReleaseContext, client: Registry, repo: str, digest: str) -> None:
+    """The image's signature verifies, and its attestation is there and verifies when
+    the release has provenance: a signed release never ends without either."""
+    from shipyard.release.provenance import verify_image_attestation
+    from shipyard.release.signing import VerifyError, verify_image_signature
+
+    assert ctx.signing_key is not None
+    public = ctx.signing_key.public
+    try:
+        verify_image_signature(client, repo, digest, public)
+        if ctx.provenance and verify_image_attestation(client, repo, digest, public) is None:
+            raise VerifyError(f"{client.host}/{repo}@{digest} has no attestation (.att)")
+    except VerifyError as exc:
+        raise PublishError(f"{exc}{_JOURNAL_HINT}") from None
+
+
 class Verify:
-    """Pulls every tag and wheel back and compares digests with release.json."""
+    """Pulls every tag and wheel back and compares digests with release.json; with a
+    key, every signature and attestation too, and every SBOM attachment: whatever the
+    journal says was done is checked at the registry."""
 
     name = "verify"
 
@@ -564,13 +662,15 @@ class Verify:
                     for entry in json.loads(data).get("manifests", []):
                         if client.manifest_exists(repo, entry["digest"]) != entry["digest"]:
                             raise PublishError(f"{hub.host}/{repo}@{entry['digest']} is missing")
+                for about in _sbom_attachments(art):
+                    found = client.manifest_exists(repo, about["tag"])
+                    if found != about["digest"]:
+                        raise PublishError(
+                            f"{hub.host}/{repo}:{about['tag']} is {found}, release.json says "
+                            f"{about['digest']}{_JOURNAL_HINT}"
+                        )
                 if ctx.signing_key is not None:
-                    from shipyard.release.signing import VerifyError, verify_image_signature
-
-                    try:
-                        verify_image_signature(client, repo, art["digest"], ctx.signing_key.public)
-                    except VerifyError as exc:
-                        raise PublishError(str(exc)) from None
+                    _verify_signed(ctx, client, repo, art["digest"])
                 ctx.on_step(f"verified {hub.host}/{repo} {', '.join(art['tags'])}")
         for art in _artifacts(ctx, "wheel"):
             name = Path(art["path"]).name

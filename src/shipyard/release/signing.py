@@ -88,6 +88,8 @@ COSIGN_CONFIG_MEDIA_TYPE = OCI_CONFIG
 _SIMPLE_SIGNING_TYPE = "cosign container image signature"
 _PEM_START = "-----BEGIN"
 _KEYGEN_HINT = "write a pair with `shipyard keygen`"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer
 # The most a signature, SBOM or attestation layer fetched for checking may hold.
 BLOB_LIMIT = 16 << 20
 # The most SHA256SUMS and SHA256SUMS.sig may hold: far above any real release's.
@@ -303,7 +305,7 @@ def read_capped(path: Path, limit: int) -> bytes:
     """The bytes of the regular file `path`, never through a symlink; VerifyError when
     it is missing, not a regular file, or larger than `limit` bytes."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)  # a FIFO: no hang
     except FileNotFoundError:
         raise VerifyError(f"{path} is missing") from None
     except OSError as exc:  # ELOOP: a symlink

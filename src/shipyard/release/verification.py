@@ -84,12 +84,15 @@ class VerifiedRelease:
     staged: dict[str, Any]  # release.json, as the checked bytes hold it
     signed: bool  # SHA256SUMS.sig present (and, with a key, verified)
     checks: tuple[str, ...]  # one line per check, for `verify`'s output
+    # The provenance envelopes, one per line, as the checked bytes hold them: what
+    # publish and promote attach (never read again from the folder).
+    provenance: tuple[bytes, ...] = ()
 
 
 def _open(path: Path) -> int:
     """A descriptor of the regular file `path`, never through a symlink."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise VerifyError(f"{path} is missing") from None
     except OSError as exc:  # ELOOP: a symlink swapped in since the walk
@@ -105,22 +108,66 @@ def _open(path: Path) -> int:
 def _sha256(path: Path) -> str:
     fd = _open(path)
     digest = hashlib.sha256()
-    with os.fdopen(fd, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise VerifyError(f"{path} cannot be read ({exc.strerror})") from None
     return digest.hexdigest()
+
+
+class _Documents:
+    """The documents the check parses, each read once: its bytes are hashed against
+    SHA256SUMS and those very bytes parsed, so a file swapped between the hash and
+    the parse cannot slip through."""
+
+    def __init__(self, folder: Path, listed: Mapping[str, str]) -> None:
+        self.folder = folder
+        self.listed = listed
+        self._read: dict[str, bytes] = {}
+
+    def bytes(self, rel: str) -> bytes:
+        """The bytes of the listed file `rel`, checked against its digest."""
+        if rel not in self._read:
+            if rel not in self.listed:
+                raise VerifyError(f"{self.folder / rel} is not listed in {SUMS}")
+            data = read_capped(self.folder / rel, DOCUMENT_LIMIT)
+            found = hashlib.sha256(data).hexdigest()
+            if found != self.listed[rel]:
+                raise VerifyError(
+                    f"{self.folder / rel} has sha256 {found}, {SUMS} says {self.listed[rel]}"
+                )
+            self._read[rel] = data
+        return self._read[rel]
+
+    def json(self, rel: str) -> Any:
+        """The listed file `rel` parsed as JSON (VerifyError when it is not)."""
+        return _load_json(self.bytes(rel), self.folder / rel)
 
 
 def _files(folder: Path) -> set[str]:
     """Every file under `folder` as a relative POSIX path; VerifyError for a symlink or
     a special file anywhere (a symlinked folder is refused, not skipped)."""
+    if folder.is_symlink():
+        raise VerifyError(
+            f"{folder} is a symlink; give the release folder itself (its name is the version "
+            "it must hold)"
+        )
     if not folder.is_dir():
         raise VerifyError(f"{folder} is not a release folder (no such directory)")
     found: set[str] = set()
-    for top, folders, names in os.walk(folder, followlinks=False):
+
+    def refuse(error: OSError) -> None:
+        raise VerifyError(f"{error.filename}: cannot list the folder ({error.strerror})")
+
+    for top, folders, names in os.walk(folder, onerror=refuse, followlinks=False):
         for name in sorted([*folders, *names]):
             path = Path(top, name)
-            mode = os.lstat(path).st_mode
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError as exc:  # gone since the listing
+                raise VerifyError(f"{path} cannot be read ({exc.strerror})") from None
             if stat.S_ISLNK(mode):
                 raise VerifyError(
                     f"{path} is a symlink; a release folder holds regular files only. "
@@ -181,15 +228,16 @@ def _load_json(data: bytes, where: Path) -> Any:
         raise VerifyError(f"{where} is not JSON") from None
 
 
-def _check_image(folder: Path, art: Mapping[str, Any], listed: Mapping[str, str], rel: str) -> None:
+def _check_image(docs: _Documents, art: Mapping[str, Any], rel: str) -> None:
     """The layout `rel` names release.json's digest, and its index the listed manifests."""
+    folder, listed = docs.folder, docs.listed
     digest = art.get("digest")
     if not isinstance(digest, str) or not digest.startswith("sha256:"):
         raise VerifyError(f"{folder / RELEASE_JSON}: the image at {rel} has no sha256 digest")
     index = f"{rel}/index.json"
     if index not in listed:
         raise VerifyError(f"{folder / index} is not listed in {SUMS}")
-    tops = _load_json(read_capped(folder / index, DOCUMENT_LIMIT), folder / index)
+    tops = docs.json(index)
     tops = tops.get("manifests") if isinstance(tops, dict) else None
     found = [t.get("digest") for t in tops if isinstance(t, dict)] if isinstance(tops, list) else []
     if found != [digest]:
@@ -209,7 +257,7 @@ def _check_image(folder: Path, art: Mapping[str, Any], listed: Mapping[str, str]
     children = art.get("manifests")
     if not children:
         return
-    document = _load_json(read_capped(folder / root, DOCUMENT_LIMIT), folder / root)
+    document = docs.json(root)
     entries = document.get("manifests") if isinstance(document, dict) else None
     want = [m.get("digest") if isinstance(m, dict) else m for m in children]
     if isinstance(entries, list):
@@ -223,9 +271,10 @@ def _check_image(folder: Path, art: Mapping[str, Any], listed: Mapping[str, str]
         )
 
 
-def _check_release_json(folder: Path, staged: Mapping[str, Any], listed: Mapping[str, str]) -> int:
+def _check_release_json(docs: _Documents, staged: Mapping[str, Any]) -> int:
     """Every artifact release.json names is listed in SHA256SUMS with its digest; an
     image's layout agrees with its entry; each SBOM describes a listed artifact."""
+    folder, listed = docs.folder, docs.listed
     artifacts = staged.get("artifacts")
     if not isinstance(artifacts, list) or not all(isinstance(a, dict) for a in artifacts):
         raise VerifyError(f"{folder / RELEASE_JSON} has no list of artifacts")
@@ -233,7 +282,7 @@ def _check_release_json(folder: Path, staged: Mapping[str, Any], listed: Mapping
         kind = art.get("kind")
         rel = _staged_file(folder, art.get("path"), f"the {kind} artifact")
         if kind == "image":
-            _check_image(folder, art, listed, rel)
+            _check_image(docs, art, rel)
             continue
         if rel not in listed:
             raise VerifyError(
@@ -262,10 +311,11 @@ def _check_release_json(folder: Path, staged: Mapping[str, Any], listed: Mapping
 
 
 def _check_provenance(
-    folder: Path, staged: Mapping[str, Any], public: ec.EllipticCurvePublicKey, version: str
-) -> str:
-    path = folder / PROVENANCE_FILE
-    lines = [line for line in read_capped(path, DOCUMENT_LIMIT).splitlines() if line.strip()]
+    docs: _Documents, staged: Mapping[str, Any], public: ec.EllipticCurvePublicKey, version: str
+) -> tuple[str, tuple[bytes, ...]]:
+    """The provenance verified against `staged`: what was checked, and its lines."""
+    path = docs.folder / PROVENANCE_FILE
+    lines = tuple(line for line in docs.bytes(PROVENANCE_FILE).splitlines() if line.strip())
     if not lines:
         raise VerifyError(f"{path} is empty")
     want = subject_set(expected_subjects(staged))
@@ -292,7 +342,7 @@ def _check_provenance(
                 else f"lacks {missing[0][0]} ({missing[0][1]}:{missing[0][2]})"
             )
             raise VerifyError(f"{where}: the provenance's subjects differ: it {first}")
-    return f"{PROVENANCE_FILE}: signature verified, {len(want)} subject(s) match"
+    return f"{PROVENANCE_FILE}: signature verified, {len(want)} subject(s) match", lines
 
 
 def check_release(
@@ -327,11 +377,15 @@ def check_release(
     except UnicodeDecodeError:
         raise VerifyError(f"{folder / SUMS} is not UTF-8 text") from None
     listed = parse_sums(text, folder / SUMS)
+    docs = _Documents(folder, listed)
     for rel in sorted(listed):
         if rel in _UNSUMMED:
             raise VerifyError(f"{folder / SUMS} lists {rel}, which is never summed")
         if rel not in files:
             raise VerifyError(f"{folder / rel} is listed in {SUMS} but missing")
+        if rel in (RELEASE_JSON, PROVENANCE_FILE) or rel.endswith("/index.json"):
+            docs.bytes(rel)  # read once: these bytes are the ones parsed below
+            continue
         found = _sha256(folder / rel)
         if found != listed[rel]:
             raise VerifyError(f"{folder / rel} has sha256 {found}, {SUMS} says {listed[rel]}")
@@ -340,7 +394,7 @@ def check_release(
     checks.append(f"{SUMS}: {len(listed)} file(s) match")
     if RELEASE_JSON not in listed:
         raise VerifyError(f"{folder / RELEASE_JSON} is not listed in {SUMS}")
-    staged = _load_json(read_capped(folder / RELEASE_JSON, DOCUMENT_LIMIT), folder / RELEASE_JSON)
+    staged = docs.json(RELEASE_JSON)
     if not isinstance(staged, dict) or not isinstance(staged.get("version"), str):
         raise VerifyError(f"{folder / RELEASE_JSON} names no version")
     named = staged["version"]
@@ -349,15 +403,17 @@ def check_release(
             f"{folder / RELEASE_JSON} is the release of {named}, not {version}: the folder "
             "was renamed or copied from another release"
         )
-    count = _check_release_json(folder, staged, listed)
+    count = _check_release_json(docs, staged)
     checks.append(f"{RELEASE_JSON}: {count} artifact(s) of {named} match")
+    provenance: tuple[bytes, ...] = ()
     if public is not None and signed:
         if PROVENANCE_FILE not in listed:
             raise VerifyError(
                 f"{folder / PROVENANCE_FILE} is missing: a signed release has provenance"
             )
-        checks.append(_check_provenance(folder, staged, public, named))
-    return VerifiedRelease(folder, named, staged, signed, tuple(checks))
+        line, provenance = _check_provenance(docs, staged, public, named)
+        checks.append(line)
+    return VerifiedRelease(folder, named, staged, signed, tuple(checks), provenance)
 
 
 def verify_release(
@@ -369,7 +425,7 @@ def verify_release(
     (dist/release/1.4.0) must hold the release of that version.
     """
     if version is None:
-        version = _version_of(folder.resolve().name)
+        version = _version_of(folder.name)  # as given: a link's own name proves nothing
     return check_release(folder, public=public, version=version, require_signed=True).checks
 
 
