@@ -1,20 +1,62 @@
-"""Subprocesses of a build: logged, never through a shell, and ended on interrupt."""
+"""Subprocesses of a build: logged, never through a shell, without shipyard's secrets in
+their environment, and ended on interrupt."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["run_logged", "terminate_all"]
+__all__ = ["is_secret", "run_logged", "terminate_all", "without_secrets"]
+
+# A build subprocess (a PEP 517 backend, an installer, the plugins they load, a smoke run)
+# is code from the repository or an index; none of it needs shipyard's credentials, and
+# what it can read it can send anywhere. Secret: the signing key variables, and any
+# SHIPYARD_* name that ends as a credential's does (registry and index users, passwords
+# and tokens, per host or global), or whose value is a URL carrying user:password@.
+_SIGNING = "SHIPYARD_SIGNING_KEY"
+_CREDENTIAL_ENDINGS = (
+    "_PASSWORD",
+    "_PASSWD",
+    "_TOKEN",
+    "_KEY",
+    "_SECRET",
+    "_USER",
+    "_USERNAME",
+    "_CREDENTIALS",
+    "_AUTH",
+)
+_URL_WITH_USER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*@")
 
 _lock = threading.Lock()
 _running: set[subprocess.Popen[bytes]] = set()
 _stopping = threading.Event()
+
+
+def is_secret(name: str, value: str = "") -> bool:
+    """Whether the environment variable `name` (holding `value`) is one of shipyard's
+    secrets, which no build subprocess may see. Names compare in upper case, as Windows
+    reads them."""
+    upper = name.upper()
+    if not upper.startswith("SHIPYARD_"):
+        return False
+    return (
+        upper.startswith(_SIGNING)
+        or upper.endswith(_CREDENTIAL_ENDINGS)
+        or _URL_WITH_USER.match(value.strip()) is not None
+    )
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without shipyard's secrets (`is_secret`): the environment a build subprocess
+    starts from. The build's own settings (SHIPYARD_VERSION, the cache folder, time-outs)
+    and everything not shipyard's (PATH, an installer's index settings) are kept."""
+    return {name: value for name, value in env.items() if not is_secret(name, value)}
 
 
 def run_logged(

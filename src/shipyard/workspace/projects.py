@@ -6,10 +6,11 @@ root's) says `workspace = true` or `path = ...`, or, with no source entry, when 
 the repository has that name, in `[project].dependencies` and in every extra of
 `[project.optional-dependencies]` alike: a library needed only through an extra is as much
 a part of what a binary installs as any other (see `_graph` for how extras are walked).
-Problems of one project (a bad source, a cycle, a name two
-projects share) are raised when that project is asked about (`closure`, `check`), so a
-repository can hold test fixtures that are broken on purpose; problems of the repository's
-own uv workspace (its members list) are raised by `load_workspace`.
+Problems of one project (a bad source, a cycle, a name two projects share, a project of the
+repository named in `[build-system].requires`, which an isolated build would take from the
+index) are raised when that project is asked about (`closure`, `check`), so a repository
+can hold test fixtures that are broken on purpose; problems of the repository's own uv
+workspace (its members list) are raised by `load_workspace`.
 """
 
 from __future__ import annotations
@@ -372,6 +373,8 @@ class _Builder:
         projects: dict[Path, Project] = {}
         for folder, (name, key) in sorted(self.names.items()):
             projects[folder] = self.project(folder, name, key)
+        for folder in sorted(self.files):  # a source without [project] (setup.py) too
+            self.build_requirements(folder)
         unique = {}
         duplicates = {}
         for key, folders in self.by_key.items():
@@ -460,6 +463,39 @@ class _Builder:
             extras=tuple(sorted(extras)),
             links=links,
         )
+
+    def build_requirements(self, folder: Path) -> None:
+        """Record a problem for each `[build-system].requires` entry naming a project of
+        the repository: the wheel build installs build requirements in an isolated
+        environment from the index, where anyone may publish that name."""
+        file = self.files[folder]
+        table = file.data.get("build-system")
+        listed = table.get("requires") if isinstance(table, dict) else None
+        for index, text in enumerate(listed if isinstance(listed, list) else []):
+            try:
+                requirement = Requirement(text)
+            except (InvalidRequirement, TypeError):
+                continue  # not ours to judge: the build front end says what is wrong
+            owners = self.by_key.get(canonicalize_name(requirement.name))
+            if not owners:
+                continue
+            path: tuple[str | int, ...] = ("build-system", "requires", index)
+            where = file.where(path, path[:-1], ("build-system",), root=self.root)
+            self.problem(
+                folder,
+                WorkspaceError(
+                    where,
+                    f"[build-system].requires names `{requirement.name}` "
+                    f"(`{canonicalize_name(requirement.name)}`), a project of the repository "
+                    f"({rel(self.files[owners[0]].path, self.root)}): shipyard builds each "
+                    "wheel in an isolated environment from the index, so an in-repo build "
+                    "requirement would come from the index, as whoever published that name "
+                    "there made it, and run during the build",
+                    "vendor it in this project's tree and name its folder in [build-system] "
+                    "backend-path, or publish it to your index under a name no project of "
+                    "the repository has",
+                ),
+            )
 
     def requirement(
         self,
