@@ -12,13 +12,13 @@ one shared `name:version` tag would silently move to the last one loaded.
 
 from __future__ import annotations
 
-import json
 import os
 import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from shipyard import _json
 from shipyard._fs import TEMP_PREFIX
 from shipyard.oci.layer import BlobStore, Entry, HashingWriter, layer_from_tarball, write_tar
 from shipyard.oci.layout import LAYOUT_VERSION, REF_NAME, image_blobs, image_from_json
@@ -109,9 +109,11 @@ def read_docker_archive(path: Path, store: BlobStore) -> list[Image]:
     images: list[Image] = []
     try:
         with tarfile.open(path, "r:*") as tar:
-            manifest = json.loads(_member(tar, "manifest.json"))
+            manifest = _json.loads(_member(tar, "manifest.json"))
+            if not isinstance(manifest, list):
+                raise TypeError("manifest.json is not a list")
             for entry in manifest:
-                config = json.loads(_member(tar, entry["Config"]))
+                config = _json.loads(_member(tar, entry["Config"]))
                 diff_ids = config["rootfs"]["diff_ids"]
                 layers: list[Layer] = []
                 for name, diff_id in zip(entry["Layers"], diff_ids, strict=True):
@@ -122,7 +124,7 @@ def read_docker_archive(path: Path, store: BlobStore) -> list[Image]:
                 doc = {"layers": [layer.descriptor.to_json() for layer in layers]}
                 paths = {layer.descriptor.digest: layer.path for layer in layers}
                 images.append(image_from_json(doc, config, _locator(paths)))
-    except (OSError, tarfile.TarError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, tarfile.TarError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise OCIError(f"{path}: not a docker-archive tarball ({exc})") from None
     return images
 

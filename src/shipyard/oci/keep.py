@@ -16,10 +16,10 @@ hashes, no tar or HTTP code): keys are computed before any builder is loaded.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from shipyard import _json
 from shipyard.engine.keys import Inputs, Value, canonical
 from shipyard.oci.mediatypes import is_index
 from shipyard.oci.model import OCIError, Platform
@@ -57,10 +57,10 @@ def kept_platforms(layout: Path, identity: str, building: Sequence[str]) -> list
     """
     try:
         wanted = [Platform.parse(p) for p in building]
-        entries = json.loads((layout / "index.json").read_bytes()).get("manifests") or []
+        entries = _json.loads((layout / "index.json").read_bytes()).get("manifests") or []
         if len(entries) != 1 or not is_index(str(entries[0].get("mediaType", ""))):
             return []
-        index = json.loads(_blob(layout, str(entries[0]["digest"])))
+        index = _json.loads(_blob(layout, str(entries[0]["digest"])))
         notes = index.get("annotations") or {}
         if not isinstance(notes, dict) or notes.get(BUILD_NOTE) != identity:
             return []

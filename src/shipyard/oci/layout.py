@@ -8,13 +8,13 @@ allows, and copied otherwise; JSON blobs are written from their canonical bytes.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from shipyard import _json
 from shipyard._fs import TEMP_PREFIX
 from shipyard.oci.layer import BlobStore
 from shipyard.oci.mediatypes import (
@@ -44,6 +44,7 @@ from shipyard.oci.model import (
 )
 
 __all__ = [
+    "INDEX_NESTING",
     "LAYOUT_VERSION",
     "REF_NAME",
     "blob_file",
@@ -62,6 +63,8 @@ __all__ = [
 ]
 
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
+INDEX_NESTING = 8
+"""How deep indexes may nest below the top: real images nest one or two levels."""
 REF_NAME = "org.opencontainers.image.ref.name"
 
 Blobs = dict[str, bytes | Path]
@@ -174,8 +177,12 @@ def image_from_json(
     config: Mapping[str, object],
     locate: Callable[[Descriptor], Path],
 ) -> Image:
-    """An Image from a manifest and config document; `locate` finds each layer's blob."""
+    """An Image from a manifest and config document; `locate` finds each layer's blob.
+
+    OCIError for anything of the wrong shape or type (the documents may be anyone's)."""
     try:
+        if not isinstance(manifest, Mapping) or not isinstance(config, Mapping):
+            raise OCIError("an image manifest or config is not a JSON object")
         raw_layers = manifest["layers"]
         rootfs = config["rootfs"]
         diff_ids = rootfs["diff_ids"]  # type: ignore[index]
@@ -215,16 +222,17 @@ def image_from_json(
             str(config.get("author") or ""),
             extra=_extra(config, _TOP_KEYS),
         )
-    except (KeyError, TypeError, AssertionError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as exc:
         raise OCIError(f"malformed image manifest or config: {exc!r}") from None
+    except RecursionError:  # re-encoding a value nested nearly as deep as the parser allows
+        raise OCIError("malformed image config: values nested too deeply") from None
 
 
 def layout_tops(layout: Path) -> tuple[Descriptor, ...]:
     """The descriptors `index.json` of the layout at `layout` lists (images or indexes)."""
     try:
-        top = json.loads((layout / "index.json").read_bytes())
-        return tuple(Descriptor.from_json(entry) for entry in top.get("manifests") or [])
-    except (OSError, ValueError, AttributeError, OCIError) as exc:
+        return index_entries((layout / "index.json").read_bytes())
+    except (OSError, OCIError) as exc:
         raise OCIError(f"{layout}: not an OCI image layout (index.json: {exc})") from None
 
 
@@ -249,7 +257,12 @@ def blob_file(layout: Path, desc: Descriptor) -> Path:
 
 
 def _document(data: bytes) -> Mapping[str, object]:
-    doc = json.loads(data)
+    """An index, manifest or config from a registry or a layout, parsed: OCIError when it
+    is not JSON (or nested too deep to read), or not a JSON object."""
+    try:
+        doc = _json.loads(data)
+    except ValueError as exc:
+        raise OCIError(f"an index or manifest is not JSON ({exc})") from None
     if not isinstance(doc, Mapping):
         raise OCIError("an index or manifest is not a JSON object")
     return doc
@@ -283,20 +296,26 @@ def find_images(
     Indexes (OCI or Docker manifest lists) are searched depth first, in order; the
     first match per platform wins. `fetch` reads an index, manifest or config blob
     (what it is: `mediatypes.is_index`, `is_manifest`, else a blob); `locate` gives
-    a layer's file. Both families' manifests are read; what comes out is OCI.
+    a layer's file. Both families' manifests are read; what comes out is OCI. Indexes
+    nested deeper than INDEX_NESTING, and any document of the wrong shape, raise OCIError.
     """
     found: dict[Platform, tuple[Image, str]] = {}
 
-    def visit(desc: Descriptor) -> None:
+    def visit(desc: Descriptor, depth: int = 1) -> None:
         if is_index(desc.media_type):
+            if depth > INDEX_NESTING:
+                raise OCIError(
+                    f"{desc.digest}: indexes nested more than {INDEX_NESTING} deep; "
+                    "an image index names images (and at most a few nested indexes)"
+                )
             for entry in index_entries(fetch(desc)):
-                visit(entry)
+                visit(entry, depth + 1)
         elif is_manifest(desc.media_type):
             if desc.platform and not any(p.matches(desc.platform) for p in wanted):
                 return  # another platform, or an attestation (unknown/unknown)
             data = fetch(desc)
-            config = json.loads(fetch(manifest_blobs(data)[0]))
-            image = image_from_json(json.loads(data), config, locate)
+            config = _document(fetch(manifest_blobs(data)[0]))
+            image = image_from_json(_document(data), config, locate)
             for platform in wanted:
                 if platform not in found and platform.matches(image.platform):
                     found[platform] = (image, desc.digest)
@@ -309,7 +328,7 @@ def find_images(
     try:
         for top in tops:
             visit(top)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise OCIError(f"malformed index or manifest ({exc!r})") from None
     return found
 

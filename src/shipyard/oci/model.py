@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,15 @@ Annotations = tuple[tuple[str, str], ...]
 
 class OCIError(ShipyardError):
     """An image could not be read, assembled or written; names the file or blob and why."""
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 3, 80, 80
+
+
+def _shown(value: object) -> str:
+    """A short repr of a hostile value for a message: bounded in length and depth."""
+    return _SHORT.repr(value)
 
 
 def canonical_json(value: object) -> bytes:
@@ -126,25 +136,37 @@ class Descriptor:
         return cls(media_type, sha256_digest(data), len(data))
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> Descriptor:
-        """A descriptor from its JSON object (unknown fields such as `urls` are dropped)."""
+    def from_json(cls, doc: object) -> Descriptor:
+        """A descriptor from its JSON object (unknown fields such as `urls` are dropped).
+
+        A document from a registry or a layout may hold anything: what is not an object
+        with a string mediaType and digest, a byte count as size, an object of strings
+        as platform and string annotations raises OCIError."""
+        if not isinstance(doc, Mapping):
+            raise OCIError(f"malformed descriptor {_shown(doc)}: not a JSON object")
         try:
             raw = doc.get("platform")
             platform = None
-            if isinstance(raw, Mapping):
-                variant = str(raw.get("variant") or "")
-                platform = Platform(str(raw["os"]), str(raw["architecture"]), variant)
+            if raw is not None:
+                if not isinstance(raw, Mapping):
+                    raise TypeError("platform is not an object")
+                values = (raw["os"], raw["architecture"], raw.get("variant") or "")
+                if not all(isinstance(v, str) for v in values):
+                    raise TypeError("platform os, architecture or variant is not a string")
+                platform = Platform(*values)
             notes = doc.get("annotations") or {}
-            if not isinstance(notes, Mapping):
-                raise TypeError("annotations is not an object")
-            size = doc["size"]
-            if not isinstance(size, int):
-                raise TypeError("size is not an integer")
-            return cls(
-                str(doc["mediaType"]), str(doc["digest"]), size, platform, as_annotations(notes)
-            )
+            if not isinstance(notes, Mapping) or not all(
+                isinstance(v, str) for v in notes.values()
+            ):
+                raise TypeError("annotations is not an object of strings")
+            media_type, digest, size = doc["mediaType"], doc["digest"], doc["size"]
+            if not isinstance(media_type, str) or not isinstance(digest, str):
+                raise TypeError("mediaType or digest is not a string")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise TypeError("size is not a byte count")
+            return cls(media_type, digest, size, platform, as_annotations(notes))
         except (KeyError, TypeError) as exc:
-            raise OCIError(f"malformed descriptor {dict(doc)}: {exc}") from None
+            raise OCIError(f"malformed descriptor {_shown(doc)}: {exc}") from None
 
     def to_json(self) -> dict[str, object]:
         """The JSON object of this descriptor."""

@@ -49,7 +49,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import json
 import posixpath
 import re
 import shutil
@@ -59,6 +58,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from shipyard import _json
 from shipyard._fs import sha256_file
 from shipyard.artifacts import (
     ANY,
@@ -156,8 +156,8 @@ def _read_kept(layout: Path, kept: Sequence[str]) -> list[Image]:
             if entry.digest not in wanted:
                 continue
             data = read_blob(layout, entry)
-            doc = json.loads(data)
-            config = json.loads(read_blob(layout, manifest_blobs(data)[0]))
+            doc = _json.loads(data)
+            config = _json.loads(read_blob(layout, manifest_blobs(data)[0]))
             image = image_from_json(doc, config, lambda d: blob_file(layout, d))
             image = dataclasses.replace(
                 image, annotations=as_annotations(doc.get("annotations") or {})

@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard import _json
 from shipyard._fs import TEMP_PREFIX
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.restore import (
@@ -162,7 +163,7 @@ class RemoteCache:
 def _layers(data: bytes, declared: Declared) -> list[PlacedFile] | None:
     """The checked layers of a cache manifest (`source` unset), None if it is not one."""
     try:
-        manifest = json.loads(data)
+        manifest = _json.loads(data)
     except ValueError:
         raise RefusedEntry("the manifest is not JSON") from None
     if not isinstance(manifest, dict) or manifest.get("artifactType") != ARTIFACT_TYPE:
@@ -199,7 +200,7 @@ def _about(text: object) -> object:
     if not isinstance(text, str):
         raise RefusedEntry("a layer does not describe its artifact")
     try:
-        return json.loads(text)
+        return _json.loads(text)
     except ValueError:
         raise RefusedEntry("a layer's artifact annotation is not JSON") from None
 

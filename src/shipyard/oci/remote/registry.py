@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,7 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import requests
 
+from shipyard import _json
 from shipyard._http.retry import Backoff
 from shipyard._http.transport import failure_reason
 
@@ -280,8 +280,10 @@ class Registry(Transport):
 
         data, media_type, header = self._retrying(op, fetch)
         if media_type in ("", "application/json", _OCTETS):
+            # Only a hint: the document is checked by whoever reads it (OCIError there).
             with contextlib.suppress(ValueError, AttributeError):
-                media_type = str(json.loads(data).get("mediaType", media_type))
+                said = _json.loads(data).get("mediaType", media_type)
+                media_type = said if isinstance(said, str) else media_type
         return data, media_type, self._check_digest(op, data, reference, header)
 
     def manifest_exists(self, repo: str, reference: str) -> str | None:
@@ -339,9 +341,13 @@ class Registry(Transport):
                 if resp.status_code != 200:
                     raise self._error(op, resp)
                 try:
-                    found.extend(str(t) for t in resp.json().get("tags") or [])
+                    listed = _json.loads(resp.content).get("tags") or []
+                    if not isinstance(listed, list) or not all(isinstance(t, str) for t in listed):
+                        raise TypeError("tags is not a list of strings")
+                    found.extend(listed)
                 except (ValueError, AttributeError, TypeError):
-                    raise RegistryError(self.host, op, "the tag list is not JSON") from None
+                    detail = "the tag list is not a JSON object with a list of tag names"
+                    raise RegistryError(self.host, op, detail) from None
                 link = resp.links.get("next", {}).get("url")
             url = urljoin(page, link) if link else None
         return found

@@ -27,7 +27,6 @@ redirect).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +37,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from shipyard import _json
 from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError
 from shipyard._http.retry import RetryPolicy
 from shipyard._http.transport import (
@@ -118,9 +118,9 @@ def _error_codes(resp: requests.Response) -> tuple[list[str], list[str]]:
         return [], []
     try:
         data, _ = read_capped(resp, 64 << 10)
-        errors = json.loads(data)["errors"][:5]
-        codes = [str(e["code"])[:60] for e in errors if "code" in e]
-        messages = [str(e["message"])[:200] for e in errors if e.get("message")]
+        errors = [e for e in _json.loads(data)["errors"][:5] if isinstance(e, dict)]
+        codes = [str(e["code"])[:60] for e in errors if isinstance(e.get("code"), str)]
+        messages = [str(e["message"])[:200] for e in errors if isinstance(e.get("message"), str)]
     except (ValueError, KeyError, TypeError, IndexError, requests.RequestException):
         return [], []
     return codes, messages
@@ -373,6 +373,6 @@ class Transport(Client):
             if resp.status_code != 200:
                 raise self._error(op, resp)
             try:
-                return parse_token_response(resp.json())
+                return parse_token_response(_json.loads(resp.content))
             except ValueError as exc:
                 raise RegistryError(self.host, op, f"bad token response: {exc}") from None
