@@ -18,6 +18,7 @@ import pytest
 
 from shipyard.engine.sources import read_shipped_file
 from shipyard.errors import UsageError
+from tests.reliability import record
 from tests.unit.test_hostile_sources import within
 
 SECRET = b"outside-secret-8e27aa\n"
@@ -182,3 +183,35 @@ def test_a_swap_between_the_check_and_the_read_is_not_an_escape(
     monkeypatch.setattr(os, "open", open_after_swap)
     message = refused(repo / "legal" / "LICENSE.txt", repo)
     assert swapped and says in message
+
+
+@pytest.mark.reliability
+def test_a_file_larger_than_the_cap_is_refused_naming_its_size(repo: Path) -> None:
+    """Regression (security review, item 3c): `read_shipped_file` read the whole file, so a
+    license path naming a huge (here sparse, 64 MiB) file was read into memory whole."""
+    from shipyard.engine import sources
+
+    cap = getattr(sources, "SHIPPED_FILE_MAX", 16 << 20)
+    assert cap == 16 << 20
+    big = repo / "LICENSE"
+    with big.open("wb") as handle:
+        handle.truncate(64 << 20)
+    got = within(20.0, lambda: read_shipped_file(big, repo))
+    assert isinstance(got, UsageError), f"expected a UsageError, got {type(got).__name__}"
+    message = str(got)
+    assert message.startswith(f"{big}: "), message
+    assert f"{64 << 20} bytes" in message and f"{cap} bytes" in message, message
+    # At the cap it is read.
+    with big.open("r+b") as handle:
+        handle.truncate(cap)
+    assert len(read_shipped_file(big, repo)) == cap
+    record(
+        "a huge file named as a release's license",
+        area="resource bounds",
+        cases=2,
+        injected="a sparse 64 MiB file, then one of exactly 16 MiB, read as the license a "
+        "release ships",
+        result="the 64 MiB file refused with a UsageError naming the path, its size and "
+        "the 16 MiB cap, before reading it; the 16 MiB one read",
+        figures={"cap_bytes": cap, "file_bytes": 64 << 20},
+    )

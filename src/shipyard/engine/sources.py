@@ -24,7 +24,11 @@ from pathlib import Path
 from shipyard.engine.statcache import StatMemo
 from shipyard.errors import UsageError
 
-__all__ = ["GitIgnored", "read_shipped_file", "source_files", "tree_hash"]
+__all__ = ["SHIPPED_FILE_MAX", "GitIgnored", "read_shipped_file", "source_files", "tree_hash"]
+
+SHIPPED_FILE_MAX = 16 << 20
+"""The largest file a release copies as it is (`read_shipped_file`): a license is
+kilobytes, and what is read is held in memory whole."""
 
 # Never inputs, at any depth: VCS data, environments and caches that change on every run.
 _IGNORED_DIRS = frozenset(
@@ -356,7 +360,8 @@ def read_shipped_file(path: Path, root: Path) -> bytes:
     it names must be a regular file, not a folder, pipe, socket or device. Anything
     else raises UsageError (exit 2) naming `path` and the fix. The file is opened
     one folder at a time from `root`, none of them followed if it is a symlink, so
-    a link swapped in after the check makes the read fail, not escape.
+    a link swapped in after the check makes the read fail, not escape. A file larger
+    than SHIPPED_FILE_MAX is a UsageError naming its size, and is not read.
     """
     top = root.resolve()
     names = _shipped_target(path, top)
@@ -382,7 +387,21 @@ def read_shipped_file(path: Path, root: Path) -> bytes:
     finally:
         os.close(folder)
     with os.fdopen(fd, "rb") as handle:
-        problem = _kind(os.fstat(handle.fileno()).st_mode)
+        about = os.fstat(handle.fileno())
+        problem = _kind(about.st_mode)
         if problem is not None:
             raise _unshippable(path, f"changed while it was read: it is now {problem}")
-        return handle.read()
+        if about.st_size > SHIPPED_FILE_MAX:
+            raise _too_large(path, f"{about.st_size} bytes")
+        data = handle.read(SHIPPED_FILE_MAX + 1)  # it may be growing meanwhile
+        if len(data) > SHIPPED_FILE_MAX:
+            raise _too_large(path, f"more than {SHIPPED_FILE_MAX} bytes")
+        return data
+
+
+def _too_large(path: Path, size: str) -> UsageError:
+    return UsageError(
+        f"{path}: is {size}, more than the {SHIPPED_FILE_MAX} bytes "
+        f"({SHIPPED_FILE_MAX >> 20} MiB) a file a release ships as it is may be; a license "
+        "is kilobytes: point at the text of the license"
+    )

@@ -169,7 +169,8 @@ def _site_files(site: Path) -> dict[str, Path]:
 
     Whatever an installer (or a hostile wheel) could leave that would smuggle
     something in is refused: a symlink out of the site, a pipe or device file, a
-    name with a backslash.
+    name with a backslash or a ':' (a separator and a drive on Windows, which the
+    bootstrap refuses to unpack on any system).
     A symlink to a file inside is read through; one to a folder is left out.
     """
     inside = site.resolve()
@@ -181,6 +182,8 @@ def _site_files(site: Path) -> dict[str, Path]:
             rel = path.relative_to(site).as_posix()
             if "\\" in name:  # a folder separator to Windows unzip tools: '..\\..\\x' escapes
                 raise ShipyardError(f"{path}: a backslash in a name; a zipapp holds plain names")
+            if ":" in name:  # a drive to Windows: 'C:x' is not inside the site there
+                raise ShipyardError(f"{path}: a ':' in a name; a zipapp holds plain names")
             mode = path.lstat().st_mode
             if stat.S_ISLNK(mode):
                 try:

@@ -441,10 +441,12 @@ def _extract(archive: str, folder: str) -> None:
     """Copy the archive's site into `folder`, a new folder, then flush it to disk.
 
     Every file is created exclusively with mode 0755 or 0644 (no links, no setuid, no
-    world-writable file, no name twice); a name that is not plain and relative, or that
-    is both a file and a folder, or a file whose bytes fail their CRC is a damaged
-    archive (BootError). Files are copied a CHUNK at a time, so the memory a first
-    start takes does not grow with the size of a member.
+    world-writable file, no name twice); a name that is not plain and relative (or holds
+    a backslash or a ':', separators and drives on Windows), or that is both a file and a
+    folder, or a file whose bytes fail their CRC is a damaged archive (BootError). A site
+    that does not fit in the free space of `folder`'s file system is refused before any
+    file is written (BootError). Files are copied a CHUNK at a time, so the memory a
+    first start takes does not grow with the size of a member.
     """
     import zipfile
     import zlib
@@ -456,10 +458,18 @@ def _extract(archive: str, folder: str) -> None:
             if info.is_dir() or not name.startswith(SITE + "/"):
                 continue
             parts = name.split("/")[1:]
-            # Only plain relative names: nothing may land outside `folder`.
-            if "\0" in name or any(part in ("", ".", "..") for part in parts):
+            # Only plain relative names: nothing may land outside `folder`. Windows also
+            # splits on a backslash and reads `C:` as a drive (`site/..\\x`, `site/C:\\x`);
+            # a zipapp shipyard builds holds neither character.
+            if (
+                "\0" in name
+                or "\\" in name
+                or ":" in name
+                or any(part in ("", ".", "..") for part in parts)
+            ):
                 raise BootError(f"the archive is damaged: it holds an unsafe name {name!r}")
             members.append((info, os.path.join(folder, *parts)))
+        _check_room(folder, members)
         try:
             made = {folder}
             for parent in sorted({os.path.dirname(path) for _, path in members}):
@@ -478,6 +488,33 @@ def _extract(archive: str, folder: str) -> None:
     # that looks complete. (Windows has no sync: each file is flushed as it is written.)
     if hasattr(os, "sync"):
         os.sync()
+
+
+# What a file takes on disk beyond its bytes is counted as one block each, and the
+# unpacking leaves SPARE_BYTES free: a first start never fills a disk.
+BLOCK = 4096
+SPARE_BYTES = 16 << 20
+
+
+def _check_room(folder: str, members: Sequence[tuple[Any, str]]) -> None:
+    """Refuse (BootError) a site whose members' declared sizes do not fit in the free
+    space of `folder`'s file system with SPARE_BYTES to spare. The sizes are the ones
+    the archive declares, which the unpacking never writes past (zipfile stops a
+    member at its declared size); a file system that cannot say is not checked."""
+    import shutil
+
+    needed = SPARE_BYTES + sum(-(-info.file_size // BLOCK) * BLOCK + BLOCK for info, _ in members)
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    if needed > free:
+        raise BootError(
+            f"not enough disk space to unpack the zipapp into {folder}: its site needs "
+            f"{needed} bytes ({len(members)} files, {SPARE_BYTES} bytes kept spare) and "
+            f"the file system has {free} bytes free; free some space, or set {ROOT_ENV} to "
+            "a folder on a file system with room"
+        )
 
 
 def _write_members(source: Any, members: Sequence[tuple[Any, str]]) -> None:
