@@ -172,3 +172,35 @@ def test_a_build_backend_sees_no_secret_and_the_build_succeeds(tmp_path: Path) -
         f"environment; the {len(KEPT)} other settings kept",
         figures={"planted": len(PLANTED), "leaked": 0, "kept": len(KEPT)},
     )
+
+
+def test_twine_is_handed_the_index_credentials_and_no_other_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of the secret-stripping fix: twine ran with the whole environment, the
+    signing key and the registry passwords included. A stand-in `twine` module (first
+    on PYTHONPATH) records the environment it is run with."""
+    from shipyard.release.index import PackageIndex
+
+    fake = tmp_path / "fake"
+    (fake / "twine").mkdir(parents=True)
+    seen = tmp_path / "seen.json"
+    (fake / "twine" / "__init__.py").write_text("")
+    (fake / "twine" / "__main__.py").write_text(
+        f"import json, os\nopen({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    planted = {
+        "SHIPYARD_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----" + secrets.token_hex(8),
+        "SHIPYARD_REGISTRY_PASSWORD": secrets.token_hex(8),
+        "SHIPYARD_REGISTRY_127_0_0_1_5000_PASSWORD": secrets.token_hex(8),
+    }
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"wheel")
+    assert PackageIndex("http://127.0.0.1:9/", "u", "index-pw")._twine(wheel) is None
+    env = json.loads(seen.read_text())
+    assert env["TWINE_USERNAME"] == "u" and env["TWINE_PASSWORD"] == "index-pw"
+    assert not set(planted) & set(env)
+    assert not any(value in json.dumps(env) for value in planted.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import re
 import shutil
@@ -16,6 +17,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from shipyard.artifacts import ANY, Artifact, select
+from shipyard.engine.proc import without_secrets
 from shipyard.engine.run import BuildOptions, execute
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
@@ -218,7 +220,12 @@ class Validate:
             command = [python, str(artifact.path), *smoke]
             try:
                 done = subprocess.run(
-                    command, capture_output=True, text=True, timeout=120, check=False
+                    command,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                    env=without_secrets(os.environ),  # the program under test sees no key
                 )
             except subprocess.TimeoutExpired:
                 raise BuildError(f"smoke {name}", "timed out after 120s", command=command) from None

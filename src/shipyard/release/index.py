@@ -285,8 +285,12 @@ class PackageIndex:
 
     def _twine(self, path: Path) -> _TwineFailure | None:
         """Run twine once: None when it succeeded, else why it failed."""
+        # Here, not at the top: promotion reads this module and loads no part of the engine.
+        from shipyard.engine.proc import without_secrets
+
         env = {
-            **os.environ,
+            # twine is handed the index's credentials, and none of shipyard's others.
+            **without_secrets(os.environ),
             "TWINE_USERNAME": self.username,
             "TWINE_PASSWORD": self.password,
             "TWINE_NON_INTERACTIVE": "1",
