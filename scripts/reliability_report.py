@@ -52,20 +52,30 @@ PROMISES = {
     "release.json bound to SHA256SUMS and to the version asked for, and with a key the "
     "signature and the provenance (required in a signed release, naming the same version "
     "and exactly release.json's artifacts). A key given to publish or promote vouches only "
-    "for a folder it signed. On any mismatch nothing is pushed, signed, uploaded or tagged.",
+    "for a folder it signed. On any mismatch nothing is pushed, signed, uploaded or tagged. "
+    "What they use afterwards is what the check read (release.json, the provenance), "
+    "images go only to the hubs and tags the manifest gives, and a step publish.journal "
+    "records as done is skipped only once the registry confirms it.",
     "shipped files": "A file shipyard copies from the checkout into an archive or a release "
     "(LICENSE and the like) is a regular file inside the repository, read without following "
-    "a symlink out of it; anything else stops the build or release with exit 2 naming it.",
+    "a symlink out of it or into .git, of at most 16 MiB; anything else stops the build or "
+    "release with exit 2 naming it. Wheel sources follow the same link rules.",
     "dependency confusion": "A requirement whose name is a project of the repository is "
     "never satisfied from an index, whatever path reaches it (a plain dependency, an extra, "
-    "an extra of an extra); such a project is part of the binary's inputs and `affected`.",
+    "an extra of an extra); such a project is part of the binary's inputs and `affected`. "
+    "An in-repo name in `[build-system].requires` is refused, since an isolated build "
+    "would take it from the index.",
     "hostile documents": "A malformed document (pyproject.toml or uv.lock nested past what "
     "the parser takes, a registry manifest of the wrong shape) is an error naming it with "
-    "exit 2 (a file of the repository) or 1 (a registry's answer), never a traceback.",
+    "exit 2 (a file of the repository) or 1 (a registry's answer, JSON of any depth or "
+    "shape included), never a traceback.",
     "resource bounds": "What shipyard reads from a registry or an archive is bounded by "
     "what it was told to expect: a signature blob stops at its descriptor's size (16 MiB at "
     "most), signature files are read with a size cap, and a zipapp unpacks its members "
-    "through a bounded buffer.",
+    "through a bounded buffer, after checking that its site fits the free space.",
+    "secrets": "No secret reaches an output, a log or a subprocess that does not need it: "
+    "build backends, installers, smoke runs and twine get the environment without the "
+    "signing key and the registry and index credentials.",
 }
 
 HEADER = """# Reliability and security figures
