@@ -43,7 +43,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shipyard._fs import sha256_file
 from shipyard.errors import ShipyardError, UsageError
@@ -63,7 +63,9 @@ from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.rails import check_tag_move
 from shipyard.release.sbom import Attachment, attachment, push_attachment
 from shipyard.release.signing import SUMS_SIG, VerifyError
-from shipyard.release.verification import VerifiedRelease, check_release
+
+if TYPE_CHECKING:  # the check (and the provenance and crypto it reads) loads when publishing
+    from shipyard.release.verification import VerifiedRelease
 
 __all__ = [
     "NO_INDEX",
@@ -248,6 +250,8 @@ def verify_staged(ctx: ReleaseContext) -> VerifiedRelease:
     manifest does not give it now: publish pushes, with the push credentials, only
     where the manifest says (a folder must not choose where the credentials go).
     """
+    from shipyard.release.verification import check_release
+
     folder, key = ctx.release_dir, ctx.signing_key
     if (folder / SUMS_SIG).exists() and key is None:
         raise UsageError(
