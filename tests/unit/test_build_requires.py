@@ -10,40 +10,17 @@ repository, was built by `python -m build` in an isolated environment, which ins
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from shipyard.workspace import WorkspaceError, load_workspace
 from tests.reliability import record
+from tests.unit.test_workspace_cli import _ENV, shipyard
 
-_ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith(("UV_", "GIT_"))},
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t.invalid",
-    "UV_OFFLINE": "1",
-    "PIP_NO_INDEX": "1",
-}
 # Spelled as people do: the name is compared PEP 503-normalised, with a version and a marker.
 REQUIRES = '["setuptools>=61", "Acme_Hooks >= 1.0 ; python_version >= \'3\'"]'
-
-
-def shipyard(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shipyard", *args],
-        cwd=root,
-        env={**_ENV, "SHIPYARD_CACHE_DIR": str(root.parent / "cache")},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def _project(folder: Path, name: str, deps: list[str], requires: str = "") -> None:

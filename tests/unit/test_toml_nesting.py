@@ -8,38 +8,17 @@ RecursionError from tomllib.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from tests.reliability import record
+from tests.unit.test_workspace_cli import _ENV, shipyard
 
 DEPTH = 5000  # far past the recursion limit, as an attacker's file would be
-_ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith(("UV_", "GIT_"))},
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t.invalid",
-}
 DEEP = f"x = {'[' * DEPTH}{']' * DEPTH}\n"
-
-
-def shipyard(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shipyard", *args],
-        cwd=root,
-        env={**_ENV, "SHIPYARD_CACHE_DIR": str(root.parent / "cache")},
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 def _pyproject(folder: Path, name: str, deps: list[str], tail: str = "") -> None:
