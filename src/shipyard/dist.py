@@ -76,6 +76,11 @@ def source_digests_file(dist: Path) -> Path:
     return dist / ".sources.json"
 
 
+def metadata_inputs_file(dist: Path) -> Path:
+    """The digests of the files of projects whose metadata their backend gives, by stat."""
+    return dist / ".metadata-inputs.json"
+
+
 def report_file(dist: Path) -> Path:
     """The last build's report."""
     return dist / "report.json"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 
 from tests.unit.test_resolve import make_wheel as wheel_of
 
@@ -57,7 +58,7 @@ class Index:
         simple.mkdir(parents=True, exist_ok=True)
         by_name: dict[str, list[Path]] = {}
         for wheel in sorted(self.wheels.glob("*.whl")):
-            by_name.setdefault(wheel.name.split("-")[0], []).append(wheel)
+            by_name.setdefault(canonicalize_name(wheel.name.split("-")[0]), []).append(wheel)
         for name, wheels in by_name.items():
             (simple / name).mkdir(parents=True, exist_ok=True)
             links = "".join(

@@ -178,7 +178,8 @@ def _plan(args: argparse.Namespace, manifest: Manifest) -> Plan:
 
     selection = _selected(args)
     since = getattr(args, "since", None)
-    plan = plan_for(manifest, selection, since=since, env=os.environ)
+    cache_dir = default_cache_dir(getattr(args, "cache_dir", None), os.environ)
+    plan = plan_for(manifest, selection, since=since, env=os.environ, cache_dir=cache_dir)
     if args.command in ("build", "plan") and not (since and not plan.binaries):
         # Named but unbuildable: exit 2 here; groups that leave nothing: say so.
         note = unbuildable(plan, selection)
@@ -195,7 +196,9 @@ def _affected(args: argparse.Namespace) -> int:
     if not args.since:
         raise UsageError("affected needs --since=REF (a git commit, branch or tag to compare with)")
     manifest = _manifest(args, cached=True)
-    workspace = read_workspace(manifest)
+    workspace = read_workspace(
+        manifest, cache_dir=default_cache_dir(getattr(args, "cache_dir", None), os.environ)
+    )
     selected = make_plan(manifest, _selected(args), workspace=workspace).binary_names
     found = affected(manifest, workspace, args.since, selected, env=os.environ)
     if args.json:

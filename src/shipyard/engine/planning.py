@@ -3,21 +3,53 @@ lock checked, and `--since` applied. The one way the CLI and the release plan.""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from shipyard.engine.plan import Plan, Selection, make_plan
 from shipyard.manifest import Manifest
 from shipyard.workspace import Workspace, check_lock, load_workspace
 
-__all__ = ["plan_for", "read_workspace"]
+__all__ = ["load_projects", "plan_for", "read_workspace"]
 
 
-def read_workspace(manifest: Manifest, binaries: Iterable[str] | None = None) -> Workspace:
+def load_projects(
+    manifest: Manifest, *, cache_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> Workspace:
+    """The manifest's repository's projects, dynamic metadata included: a project whose
+    requirements only its backend can tell is asked once per change of its files, the
+    answer kept under `cache_dir` (default: --cache-dir's default) and its files' hashes
+    in dist/ (remembered by stat facts, as a build's sources are)."""
+    from shipyard.dist import dist_dir, metadata_inputs_file
+    from shipyard.engine.cache.local import METADATA, default_cache_dir
+    from shipyard.engine.proc import without_secrets
+    from shipyard.engine.statcache import StatMemo
+
+    environ = os.environ if env is None else env
+    cache = cache_dir if cache_dir is not None else default_cache_dir(None, environ)
+    memo = StatMemo(metadata_inputs_file(dist_dir(manifest.root)), settle_ns=2_000_000_000)
+    workspace = load_workspace(
+        manifest.root, cache_dir=cache / METADATA, env=without_secrets(environ), memo=memo
+    )
+    if memo.path.parent.is_dir():  # never a dist/ made by reading
+        with contextlib.suppress(OSError):  # a memo not saved costs a rehash, nothing more
+            memo.save()
+    return workspace
+
+
+def read_workspace(
+    manifest: Manifest,
+    binaries: Iterable[str] | None = None,
+    *,
+    cache_dir: Path | None = None,
+) -> Workspace:
     """The projects of the manifest's repository and its uv.lock, checked for what the
     `binaries` (default: all of the manifest's) build from: each one's project and the
     libraries it needs (with its extras), then the lock (WorkspaceError, exit 2, naming
     the pyproject.toml and line). Broken projects no binary uses are left alone."""
-    workspace = load_workspace(manifest.root)
+    workspace = load_projects(manifest, cache_dir=cache_dir)
     for name in manifest.binaries if binaries is None else binaries:
         binary = manifest.binaries[name]
         project = workspace.project_at(binary.source)
@@ -34,10 +66,11 @@ def plan_for(
     *,
     since: str | None = None,
     env: Mapping[str, str] | None = None,
+    cache_dir: Path | None = None,
 ) -> Plan:
     """The plan of `selection`; with `since` (a git ref), only the selected binaries
     whose inputs changed since then (`shipyard.engine.affected`)."""
-    workspace = load_workspace(manifest.root)
+    workspace = load_projects(manifest, cache_dir=cache_dir, env=env)
     plan = make_plan(manifest, selection, workspace=workspace)  # raises for what it uses
     if workspace.lock is not None:
         check_lock(workspace)

@@ -102,7 +102,9 @@ def prepare_release(
         snapshot=options.snapshot,
         check=False,  # preflight checks it, so a bad one fails there like other problems
     )
-    plan = plan_for(manifest, selection or Selection(), since=since, env=environ)
+    plan = plan_for(
+        manifest, selection or Selection(), since=since, env=environ, cache_dir=options.cache_dir
+    )
     return ReleaseContext(
         manifest=manifest,
         plan=plan,

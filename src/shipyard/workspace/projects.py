@@ -17,17 +17,23 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard.workspace import _graph, _markers
 from shipyard.workspace._discover import UvWorkspace, read_pyprojects, rel, uv_workspace
+from shipyard.workspace._metadata import CoreMetadata, MetadataError, read_metadata
 from shipyard.workspace._text import TomlFile, Where, WorkspaceError
 from shipyard.workspace.lock import Lock
+
+if TYPE_CHECKING:
+    from shipyard.engine.statcache import StatMemo
 
 __all__ = ["Dependency", "Link", "Project", "Workspace", "load_workspace"]
 
@@ -66,6 +72,14 @@ class Project:
     links: Mapping[str, tuple[Link, ...]] = field(default_factory=dict, compare=False)
     """In-repo requirements by extra ("": `[project].dependencies`), those naming the
     project itself (`all = ["acme[plus]"]`) included."""
+    dynamic: tuple[str, ...] = ()
+    """`[project].dynamic`, as written."""
+    requirements_from: str = "pyproject.toml"
+    """Where the requirements were read: "pyproject.toml" (static), "uv.lock" (the
+    lock's record of a member whose requirements are dynamic) or "backend" (its PEP 517
+    metadata)."""
+    core: CoreMetadata | None = field(default=None, compare=False)
+    """The backend's metadata, when it was asked (see `requirements_from`)."""
 
 
 _Next = tuple[tuple[_graph.Node, Where], ...]
@@ -264,11 +278,23 @@ class Workspace:
         return _graph.chains(self.projects, self._reverse, key)
 
 
-def load_workspace(root: Path, *, strict: bool = False) -> Workspace:
+def load_workspace(
+    root: Path,
+    *,
+    strict: bool = False,
+    cache_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    memo: StatMemo | None = None,
+) -> Workspace:
     """Discover the projects under `root` (the repository root) and read `root/uv.lock`.
 
-    Raises a WorkspaceError for a problem of the root's own uv workspace (its members) or
-    of uv.lock; with `strict`, for the first problem of any project as well."""
+    A project whose `[project].dynamic` names its dependencies or extras gets them from
+    uv.lock when the lock records it (a member of the root's workspace), else from its
+    PEP 517 backend, run in `env` (default: this process's environment) and cached
+    under `cache_dir` by the hash of the project's files (`memo` remembers those hashes
+    by stat facts). Raises a WorkspaceError for a problem of the root's own uv workspace
+    (its members) or of uv.lock; with `strict`, for the first problem of any project as
+    well."""
     root = root.resolve()
     files, broken = read_pyprojects(root)
     lock_path = root / "uv.lock"
@@ -280,7 +306,35 @@ def load_workspace(root: Path, *, strict: bool = False) -> Workspace:
     }
     if root in workspaces and workspaces[root].problems:
         raise workspaces[root].problems[0]
-    return _Builder(root, files, broken, workspaces, lock).build(strict)
+    builder = _Builder(root, files, broken, workspaces, lock)
+    builder.core = builder.backend_metadata(cache_dir, env, memo)
+    return builder.build(strict)
+
+
+_REQUIREMENTS = frozenset({"dependencies", "optional-dependencies"})
+_EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
+
+
+def _extras_of(text: str) -> tuple[str, ...]:
+    """The extras a Requires-Dist line belongs to, from its `extra == "x"` markers; ("",)
+    for a plain requirement."""
+    _, _, marker = text.partition(";")
+    found = sorted({canonicalize_name(e) for e in _EXTRA.findall(marker)})
+    return tuple(found) or ("",)
+
+
+def _locked_text(entry: Mapping[str, object]) -> str | None:
+    """A uv.lock `requires-dist` entry as the PEP 508 line it was locked from (enough to
+    name the project, its extras and markers; the source lives beside it in the lock)."""
+    name = entry.get("name")
+    if not isinstance(name, str):
+        return None
+    extras = entry.get("extras")
+    chosen = f"[{','.join(str(e) for e in extras)}]" if isinstance(extras, list) and extras else ""
+    specifier = entry.get("specifier")
+    marker = entry.get("marker")
+    text = f"{name}{chosen}{specifier if isinstance(specifier, str) else ''}"
+    return f"{text} ; {marker}" if isinstance(marker, str) and marker else text
 
 
 @dataclass(frozen=True)
@@ -327,6 +381,50 @@ class _Builder:
         self.by_key: dict[str, list[Path]] = {}
         for folder, (_, key) in sorted(self.names.items()):
             self.by_key.setdefault(key, []).append(folder)
+        self.core: dict[Path, CoreMetadata | MetadataError] = {}
+
+    def dynamic(self, folder: Path) -> tuple[str, ...]:
+        """`[project].dynamic` of the project at `folder`, the strings of it."""
+        listed = self.files[folder].data["project"].get("dynamic", [])
+        return tuple(d for d in listed if isinstance(d, str)) if isinstance(listed, list) else ()
+
+    def locked(self, folder: Path) -> dict[str, Any] | None:
+        """uv.lock's `[[package]]` of the project at `folder`, when the lock covers it
+        (the root project, or a member of the root's uv workspace)."""
+        if self.lock is None or folder not in self.names:
+            return None
+        ws = self.workspace_of(folder)
+        if folder != self.root and (ws is None or ws.root != self.root):
+            return None
+        return self.lock.member(self.names[folder][1])
+
+    def backend_metadata(
+        self, cache_dir: Path | None, env: Mapping[str, str] | None, memo: StatMemo | None
+    ) -> dict[Path, CoreMetadata | MetadataError]:
+        """The PEP 517 metadata of every project whose requirements are dynamic and that
+        uv.lock does not record, in one backend run for those not cached."""
+        wanted = [
+            folder
+            for folder in sorted(self.names)
+            if _REQUIREMENTS & set(self.dynamic(folder)) and self.locked(folder) is None
+        ]
+        if not wanted:
+            return {}
+        from shipyard.engine.sources import GitIgnored, tree_hash
+        from shipyard.errors import UsageError
+
+        git = GitIgnored(self.root).prefetch()
+        digests: dict[Path, str] = {}
+        failed: dict[Path, CoreMetadata | MetadataError] = {}
+        for folder in wanted:
+            nested = tuple(f for f in self.files if f != folder and f.is_relative_to(folder))
+            try:
+                digests[folder] = tree_hash(
+                    folder, exclude=nested, root=self.root, git=git, memo=memo
+                )
+            except UsageError as error:
+                failed[folder] = MetadataError(str(error))
+        return {**failed, **read_metadata(digests, cache_dir=cache_dir, env=env)}
 
     def problem(self, folder: Path, error: WorkspaceError) -> None:
         self.problems.setdefault(folder, []).append(error)
@@ -432,27 +530,40 @@ class _Builder:
         ws = self.workspace_of(folder)
         sources = self.sources(folder, ws)
         self.source_kinds[folder] = {name: source.kind for name, source in sources.items()}
-        raw = table.get("dependencies", [])
+        dynamic = self.dynamic(folder)
+        listed: list[tuple[str, object, Where]] = []  # (extra, text, where)
+        extras: set[str] = set()
+        origin, core = "pyproject.toml", None
+        if _REQUIREMENTS & set(dynamic):
+            found = self.dynamic_requirements(folder, dynamic)
+            if found is None:
+                return Project(name, key, folder, file.path, (), (), dynamic=dynamic)
+            origin, core, declared, rows = found
+            extras.update(declared)
+            listed.extend(rows)
+        else:
+            raw = table.get("dependencies", [])
+            for index, text in enumerate(raw if isinstance(raw, list) else []):
+                path: tuple[str | int, ...] = ("project", "dependencies", index)
+                listed.append(("", text, file.where(path, path[:-1], ("project",), root=self.root)))
+            optional = table.get("optional-dependencies", {})
+            for extra, texts in optional.items() if isinstance(optional, dict) else ():
+                chosen = canonicalize_name(extra)
+                extras.add(chosen)
+                for index, text in enumerate(texts if isinstance(texts, list) else []):
+                    path = ("project", "optional-dependencies", extra, index)
+                    where = file.where(path, path[:-1], ("project",), root=self.root)
+                    listed.append((chosen, text, where))
         dependencies: list[Dependency] = []
         links: dict[str, tuple[Link, ...]] = {}
-        texts = raw if isinstance(raw, list) else []
-        for index, text in enumerate(texts):
-            path: tuple[str | int, ...] = ("project", "dependencies", index)
-            found = self.requirement(folder, key, text, path, sources, ws)
-            if found is not None:
-                dependencies.append(found[0])
-            if found is not None and found[1] is not None:
-                links[""] = (*links.get("", ()), found[1])
-        optional = table.get("optional-dependencies", {})
-        extras: set[str] = set()
-        for extra, listed in optional.items() if isinstance(optional, dict) else ():
-            chosen = canonicalize_name(extra)
-            extras.add(chosen)
-            for index, text in enumerate(listed if isinstance(listed, list) else []):
-                path = ("project", "optional-dependencies", extra, index)
-                found = self.requirement(folder, key, text, path, sources, ws)
-                if found is not None and found[1] is not None:
-                    links[chosen] = (*links.get(chosen, ()), found[1])
+        for extra, text, where in listed:
+            result = self.requirement(folder, key, text, where, sources, ws)
+            if result is None:
+                continue
+            if not extra:
+                dependencies.append(result[0])
+            if result[1] is not None:
+                links[extra] = (*links.get(extra, ()), result[1])
         return Project(
             name=name,
             key=key,
@@ -462,7 +573,61 @@ class _Builder:
             in_repo=tuple(sorted({link.key for link in links.get("", ()) if link.key != key})),
             extras=tuple(sorted(extras)),
             links=links,
+            dynamic=dynamic,
+            requirements_from=origin,
+            core=core,
         )
+
+    def dynamic_requirements(
+        self, folder: Path, dynamic: tuple[str, ...]
+    ) -> tuple[str, CoreMetadata | None, set[str], list[tuple[str, object, Where]]] | None:
+        """The requirements of a project whose `[project].dynamic` names them: uv.lock's
+        record when the lock covers the project, else its backend's metadata. Each
+        requirement is placed at the `dynamic` entry that made it so. None, with a
+        problem recorded, when the backend could not tell."""
+        file = self.files[folder]
+        index = next(i for i, d in enumerate(dynamic) if d in _REQUIREMENTS)
+        where = file.where(("project", "dynamic", index), ("project",), root=self.root)
+        texts: list[str] = []
+        declared: set[str] = set()
+        package = self.locked(folder)
+        if package is not None:
+            metadata = package.get("metadata", {})
+            metadata = metadata if isinstance(metadata, dict) else {}
+            for entry in metadata.get("requires-dist", []):
+                text = _locked_text(entry) if isinstance(entry, dict) else None
+                if text is not None:
+                    texts.append(text)
+            listed = metadata.get("provides-extras", [])
+            declared.update(canonicalize_name(e) for e in listed if isinstance(e, str))
+            declared.update(
+                canonicalize_name(e) for e in package.get("optional-dependencies", {}) or {}
+            )
+            origin, core = "uv.lock", None
+        else:
+            answer = self.core.get(folder)
+            if not isinstance(answer, CoreMetadata):
+                problem = answer.problem if answer else "it was not asked"
+                self.problem(
+                    folder,
+                    WorkspaceError(
+                        where,
+                        f"`{self.names[folder][0]}` declares its requirements dynamic and its "
+                        f"PEP 517 backend could not give its metadata: {problem}",
+                        "make `python -m build --wheel` work in this folder, or run `uv lock` "
+                        "so uv.lock records its requirements",
+                    ),
+                )
+                return None
+            texts = list(answer.requires_dist)
+            declared.update(canonicalize_name(e) for e in answer.provides_extra)
+            origin, core = "backend", answer
+        rows: list[tuple[str, object, Where]] = []
+        for text in texts:
+            for extra in _extras_of(text):
+                declared.update({extra} - {""})
+                rows.append((extra, text, where))
+        return origin, core, declared, rows
 
     def build_requirements(self, folder: Path) -> None:
         """Record a problem for each `[build-system].requires` entry naming a project of
@@ -502,16 +667,13 @@ class _Builder:
         folder: Path,
         key: str,
         text: object,
-        path: tuple[str | int, ...],
+        where: Where,
         sources: dict[str, _Source],
         ws: UvWorkspace | None,
     ) -> tuple[Dependency, Link | None] | None:
-        """Requirement `text` of project `key`, written at `path` of its pyproject.toml,
-        with its link when it names a project of the repository (`key` itself included:
-        an extra may ask for the project's other extras). None, with a problem recorded,
-        when it is not PEP 508."""
-        file = self.files[folder]
-        where = file.where(path, path[:-1], ("project",), root=self.root)
+        """Requirement `text` of project `key`, written at `where`, with its link when it
+        names a project of the repository (`key` itself included: an extra may ask for the
+        project's other extras). None, with a problem recorded, when it is not PEP 508."""
         try:
             requirement = Requirement(text)  # type: ignore[arg-type]  # TypeError if not str
         except (InvalidRequirement, TypeError) as error:

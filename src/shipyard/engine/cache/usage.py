@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX, atomic_write
-from shipyard.engine.cache.local import ACTIONS, BASE_BLOBS, MANIFESTS
+from shipyard.engine.cache.local import ACTIONS, BASE_BLOBS, MANIFESTS, METADATA
 
 __all__ = [
     "AutoPrune",
@@ -52,6 +52,7 @@ _PARTS = {
     ACTIONS: "action cache",
     BASE_BLOBS: "base image blobs",
     MANIFESTS: "validated manifests",
+    METADATA: "project metadata (PEP 517)",
 }
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _RECORD = "autoprune.json"  # in v1/: the last automatic look (ActionCache.auto_prune)
@@ -143,7 +144,7 @@ def _part(root: Path, folder: str) -> CachePart:
         blobs = sum(1 for f in files if _HEX64.fullmatch(f.path.name))
         notes = sum(1 for f in files if not _HEX64.fullmatch(f.path.name) and not _temporary(f))
         counts = (("blobs", blobs), ("notes", notes))
-    elif folder == MANIFESTS:
+    elif folder in (MANIFESTS, METADATA):
         counts = (("entries", sum(1 for f in files if _entry(f))),)
     else:
         counts = (("files", len(files)),)
@@ -152,7 +153,7 @@ def _part(root: Path, folder: str) -> CachePart:
 
 
 def usage(root: Path) -> CacheUsage:
-    """The parts of the cache folder `root`: the three builds write, then any other."""
+    """The parts of the cache folder `root`: the parts builds write, then any other."""
     try:
         others = sorted(p.name for p in root.iterdir() if p.name not in _PARTS)
     except OSError:
@@ -228,7 +229,7 @@ def prune_cache(root: Path, max_bytes: int, *, alone: bool) -> PruneResult:
             for sha256 in named[entry.path]:
                 holders[sha256] = holders.get(sha256, 0) + 1
             units.append((entry.mtime, "entry", entry))
-    for manifest in _files(root / MANIFESTS):
+    for manifest in (*_files(root / MANIFESTS), *_files(root / METADATA)):
         if not _temporary(manifest):
             units.append((manifest.mtime, "file", manifest))
     if alone:
