@@ -12,7 +12,7 @@ from shipyard.engine.plan import Plan, Selection, make_plan
 from shipyard.manifest import Manifest
 from shipyard.workspace import Workspace, check_lock, load_workspace
 
-__all__ = ["load_projects", "plan_for", "read_workspace"]
+__all__ = ["check_pythons", "load_projects", "plan_for", "read_workspace"]
 
 
 def load_projects(
@@ -39,6 +39,54 @@ def load_projects(
     return workspace
 
 
+def check_pythons(manifest: Manifest, workspace: Workspace, binaries: Iterable[str]) -> None:
+    """Raise a ManifestError (exit 2) at `project.python` when a target Python that a
+    zipapp or image of `binaries` installs uv.lock's slice for is outside the lock's
+    `requires-python`: uv resolved nothing for it, so versions it locked may have no
+    wheel for that Python (or need a newer one) and the install would fail later."""
+    lock = workspace.lock
+    if lock is None or lock.requires_python is None:
+        return
+    users = [
+        name
+        for name in binaries
+        if manifest.binaries[name].requirements is None
+        and {"zipapp", "image"} & set(manifest.binaries[name].outputs)
+        and workspace.project_at(manifest.binaries[name].source) is not None
+    ]
+    if not users:
+        return
+    spec = lock.requires_python
+    outside = [
+        py
+        for py in manifest.project.pythons
+        if not any(spec.contains(f"{py}.{patch}", prereleases=True) for patch in (0, 99))
+    ]
+    if not outside:
+        return
+    from shipyard.errors import Location, ManifestError, Problem, ShipyardError
+    from shipyard.manifest._yaml import load_yaml
+
+    try:
+        _, positions = load_yaml(manifest.path, manifest.path.read_bytes(), keep_going=True)
+        at = positions.node(("project", "python")).value
+    except (OSError, ValueError, ShipyardError):
+        at = Location(manifest.path, 1, 1)
+    raise ManifestError(
+        [
+            Problem(
+                at,
+                "project.python",
+                f"Python {outside[0]} is outside uv.lock's requires-python ({spec}), which "
+                f"{users[0]} installs from: uv locked nothing for it, so its wheels may not "
+                "exist",
+                "target a Python the lock allows, or widen requires-python in "
+                "pyproject.toml and run `uv lock`",
+            )
+        ]
+    )
+
+
 def read_workspace(
     manifest: Manifest,
     binaries: Iterable[str] | None = None,
@@ -50,11 +98,13 @@ def read_workspace(
     libraries it needs (with its extras), then the lock (WorkspaceError, exit 2, naming
     the pyproject.toml and line). Broken projects no binary uses are left alone."""
     workspace = load_projects(manifest, cache_dir=cache_dir)
-    for name in manifest.binaries if binaries is None else binaries:
+    names = list(manifest.binaries if binaries is None else binaries)
+    for name in names:
         binary = manifest.binaries[name]
         project = workspace.project_at(binary.source)
         if project is not None:
             workspace.check(project.key, binary.extras)
+    check_pythons(manifest, workspace, names)
     if workspace.lock is not None:
         check_lock(workspace)
     return workspace
@@ -72,6 +122,7 @@ def plan_for(
     whose inputs changed since then (`shipyard.engine.affected`)."""
     workspace = load_projects(manifest, cache_dir=cache_dir, env=env)
     plan = make_plan(manifest, selection, workspace=workspace)  # raises for what it uses
+    check_pythons(manifest, workspace, plan.binary_names)
     if workspace.lock is not None:
         check_lock(workspace)
     if not since:
