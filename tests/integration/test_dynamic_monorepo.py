@@ -28,6 +28,7 @@ from tests.unit._dynamic import (
     git_commit,
     hooked_workspace,
     offline,
+    sdk_workspace,
 )
 
 __all__ = ["backend_wheels"]  # the session fixture, used by name
@@ -141,3 +142,82 @@ def test_affected_after_a_library_edit_names_every_binary_that_ships_it(
     finally:
         subprocess.run(["git", "-C", str(root), "reset", "-q", "--hard", "HEAD~1"], check=True,
                        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sdk(
+    tmp_path_factory: pytest.TempPathFactory, backend_wheels: list[Path], services: Services
+) -> tuple[Path, dict[str, str]]:
+    top = tmp_path_factory.mktemp("sdk")
+    index = backend_index(top / "index", backend_wheels)
+    uv = Uv(index, top / "uv-cache")
+    root = sdk_workspace(top / "repo")
+    uv(root, "lock")
+    for name in ("alpha", "beta", "gamma"):
+        index.add(name, "2.0")  # what an unconstrained, un-overridden install would take
+    (root / "binaries.yaml").write_text(
+        "schema: 1\nproject: {name: acme, version: '1.0', python: '3.11'}\n"
+        f"defaults: {{platforms: [{', '.join(PLATFORMS)}],"
+        f" image: {{base: 'oci-layout:{services.base_layout}'}}}}\n"
+        "binaries:\n"
+        "  server-a: {source: examples/server-a, entrypoint: 'server_a:main',"
+        " outputs: [zipapp]}\n"
+        "  server-b: {source: examples/server-b, entrypoint: 'server_b:main',"
+        " outputs: [zipapp, image]}\n"
+    )
+    (root / ".gitignore").write_text("/dist/\n")
+    git_commit(root)
+    env = {
+        **offline(index, top / "uv-cache"),
+        "SHIPYARD_CACHE_DIR": str(top / "shipyard-cache"),
+        "NO_COLOR": "1",
+        "CI": "1",
+    }
+    del env["UV_NO_CONFIG"]  # as users run it: uv would read the root's [tool.uv]
+    return root, env
+
+
+@pytest.mark.requires("base-layout", "docker", "qemu-aarch64")
+def test_an_sdk_whose_examples_depend_on_the_root_package_builds_from_the_root(
+    sdk: tuple[Path, dict[str, str]],
+) -> None:
+    """The root package is a member and the dependency of the example members, and the
+    root's `[tool.uv]` constrains (`>=`) and overrides: `check` agrees with uv that the
+    lock is fresh, and every zipapp and image ships the root package built from the
+    repository with the lock's versions, the constraint never re-applied to a
+    hash-checked install."""
+    root, env = sdk
+    checked = _shipyard(root, env, "check")
+    assert checked.returncode == 0, checked.stderr
+    assert "uv.lock up to date" in checked.stdout
+    built = _shipyard(root, env, "build")
+    assert built.returncode == 0, built.stderr
+    expected = {
+        "server-a": "sdk acme-sdk==1.0 alpha==1.0 beta==- gamma==-",
+        "server-b": "sdk acme-sdk==1.0 alpha==1.0 beta==1.0 gamma==1.0",
+    }
+    for binary, said in expected.items():
+        (pyz,) = (root / "dist/zipapps").glob(f"{binary}-*.pyz")
+        ran = subprocess.run(
+            [sys.executable, str(pyz)],
+            env={**env, boot.ROOT_ENV: str(root.parent / "unpacked" / binary)},
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == said
+    for platform in PLATFORMS:
+        flat = platform.replace("/", "_")
+        (archive,) = (root / "dist/images").glob(f"server-b-*-{flat}.tar")
+        loaded = subprocess.run(
+            ["docker", "load", "-i", str(archive)], capture_output=True, text=True, check=True
+        )
+        tag = loaded.stdout.strip().rpartition("Loaded image: ")[2]
+        try:
+            done = subprocess.run(
+                ["docker", "run", "--rm", "--network", "none", "--platform", platform, tag],
+                capture_output=True, text=True, timeout=300, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.strip() == expected["server-b"]
+        finally:
+            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)

@@ -129,6 +129,51 @@ def hooked_workspace(root: Path) -> Path:
     return root
 
 
+_SERVER = (
+    "import importlib.metadata as m\n\nimport acme_sdk\n\n\ndef version(name):\n"
+    "    try:\n        return m.version(name)\n    except m.PackageNotFoundError:\n"
+    "        return '-'\n\n\ndef main() -> int:\n"
+    "    names = ('acme-sdk', 'alpha', 'beta', 'gamma')\n"
+    "    print(acme_sdk.NAME, ' '.join(f'{n}=={version(n)}' for n in names))\n"
+    "    return 0\n"
+)
+
+
+def sdk_workspace(root: Path) -> Path:
+    """An SDK laid out as such repositories are: the root is the package `acme-sdk`
+    (needs alpha; extra `cli` needs beta) and the workspace root; `examples/*` are members
+    that depend on it (`server-a` plainly, `server-b` through `acme-sdk[cli]`). The root's
+    `[tool.uv]` constrains alpha (`>=1.0`, not a pin) and overrides gamma (`==1.0`), which
+    the lock encodes; nothing else may apply them again."""
+    root.mkdir(parents=True)
+    (root / "src" / "acme_sdk").mkdir(parents=True)
+    (root / "src" / "acme_sdk" / "__init__.py").write_text("NAME = 'sdk'\n")
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "acme-sdk"\nversion = "1.0"\nrequires-python = ">=3.11"\n'
+        'dependencies = ["alpha"]\n\n[project.optional-dependencies]\ncli = ["beta"]\n\n'
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/acme_sdk"]\n\n'
+        '[tool.uv]\nconstraint-dependencies = ["alpha>=1.0"]\n'
+        'override-dependencies = ["gamma==1.0"]\n\n'
+        '[tool.uv.workspace]\nmembers = ["examples/*"]\n'
+    )
+    for folder, name, requirement in (
+        ("examples/server-a", "server-a", "acme-sdk"),
+        ("examples/server-b", "server-b", "acme-sdk[cli]"),
+    ):
+        home = root / folder
+        module = name.replace("-", "_")
+        (home / module).mkdir(parents=True)
+        (home / module / "__init__.py").write_text(_SERVER)
+        (home / "pyproject.toml").write_text(
+            f'[project]\nname = "{name}"\nversion = "1.0"\nrequires-python = ">=3.11"\n'
+            f'dependencies = ["{requirement}"]\n\n'
+            '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
+            "[tool.uv.sources]\nacme-sdk = { workspace = true }\n"
+        )
+    return root
+
+
 def git_commit(root: Path, message: str = "x") -> None:
     """Commit everything in `root` (a repository made on first use)."""
     env = {
@@ -158,5 +203,6 @@ __all__ = [
     "hooked_member",
     "hooked_workspace",
     "offline",
+    "sdk_workspace",
     "static_member",
 ]
