@@ -165,7 +165,7 @@ def sdk(
         "  server-b: {source: examples/server-b, entrypoint: 'server_b:main',"
         " outputs: [zipapp, image]}\n"
     )
-    (root / ".gitignore").write_text("/dist/\n")
+    (root / ".gitignore").write_text("/dist/\n/uv.toml\n")
     git_commit(root)
     env = {
         **offline(index, top / "uv-cache"),
@@ -174,6 +174,21 @@ def sdk(
         "CI": "1",
     }
     del env["UV_NO_CONFIG"]  # as users run it: uv would read the root's [tool.uv]
+    # Configuration shipyard did not choose, each of which would change or break the
+    # install if uv or pip read it: a root uv.toml, the user's uv.toml, a pip.conf, and
+    # constraints in the environment.
+    (root / "uv.toml").write_text('constraint-dependencies = ["beta>=2"]\n')
+    (top / "config" / "uv").mkdir(parents=True)
+    (top / "config" / "uv" / "uv.toml").write_text('index-url = "http://127.0.0.1:9/simple"\n')
+    (top / "pip.conf").write_text("[global]\nindex-url = http://127.0.0.1:9/simple\n")
+    (top / "constraints.txt").write_text("alpha==2.0\ngamma==2.0\n")
+    env.update(
+        XDG_CONFIG_HOME=str(top / "config"),
+        PIP_CONFIG_FILE=str(top / "pip.conf"),
+        UV_CONSTRAINT=str(top / "constraints.txt"),
+        PIP_CONSTRAINT=str(top / "constraints.txt"),
+        UV_OVERRIDE=str(top / "constraints.txt"),
+    )
     return root, env
 
 

@@ -30,7 +30,7 @@ from packaging.utils import (
 
 from shipyard import _toml
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.engine.proc import run_logged
+from shipyard.engine.proc import installer_env, run_logged
 from shipyard.errors import BuildError
 
 __all__ = [
@@ -279,7 +279,8 @@ def _locked_hashes(
         input="".join(f"{d.name}=={d.version}\n" for d in dists),
         capture_output=True,
         text=True,
-        env={**env, **target_env(platform)},
+        env={**installer_env(env), **target_env(platform)},
+        cwd=tempfile.gettempdir(),
         check=False,
         timeout=300,
     )
@@ -427,8 +428,12 @@ def resolve(
         with log.open("ab") as handle:
             start = handle.tell()
             handle.write(f"$ {' '.join(command)}\n".encode())
+        # Never the repository's folder: nothing there is the installer's to read.
         returncode = run_logged(
-            command, log, env={**env, **target_env(platform), "PYTHONHASHSEED": "0"}
+            command,
+            log,
+            env={**installer_env(env), **target_env(platform), "PYTHONHASHSEED": "0"},
+            cwd=Path(tempfile.gettempdir()),
         )
         reported = _reported_hashes(report) if report.is_file() else None
     if returncode != 0:

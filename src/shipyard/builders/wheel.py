@@ -21,7 +21,7 @@ from shipyard.dist import action_log, temp_prefix, wheel_file
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.proc import run_logged, without_secrets
+from shipyard.engine.proc import installer_env, run_logged
 from shipyard.engine.sources import tree_hash
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import ZIP_EPOCH, Stamp
@@ -51,10 +51,11 @@ def build_info(stamp: Stamp) -> dict[str, object]:
 
 def build_env(ctx: BuildContext) -> dict[str, str]:
     """The environment of every build subprocess: the clock, the version, fixed hashing,
-    and none of shipyard's secrets (`without_secrets`: a backend or an installer is
-    code from the repository or an index, and in a release the signing key and the
-    registry and index passwords are in shipyard's own environment)."""
-    env = without_secrets(ctx.env)
+    none of shipyard's secrets (a backend or an installer is code from the repository or
+    an index, and in a release the signing key and the registry and index passwords are
+    in shipyard's own environment), and for uv and pip only the settings shipyard passes
+    on purpose (`installer_env`)."""
+    env = installer_env(ctx.env)
     env.update(
         SOURCE_DATE_EPOCH=str(ctx.stamp.epoch),
         PYTHONHASHSEED="0",

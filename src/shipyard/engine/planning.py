@@ -24,14 +24,14 @@ def load_projects(
     in dist/ (remembered by stat facts, as a build's sources are)."""
     from shipyard.dist import dist_dir, metadata_inputs_file
     from shipyard.engine.cache.local import METADATA, default_cache_dir
-    from shipyard.engine.proc import without_secrets
+    from shipyard.engine.proc import installer_env
     from shipyard.engine.statcache import StatMemo
 
     environ = os.environ if env is None else env
     cache = cache_dir if cache_dir is not None else default_cache_dir(None, environ)
     memo = StatMemo(metadata_inputs_file(dist_dir(manifest.root)), settle_ns=2_000_000_000)
     workspace = load_workspace(
-        manifest.root, cache_dir=cache / METADATA, env=without_secrets(environ), memo=memo
+        manifest.root, cache_dir=cache / METADATA, env=installer_env(environ), memo=memo
     )
     if memo.path.parent.is_dir():  # never a dist/ made by reading
         with contextlib.suppress(OSError):  # a memo not saved costs a rehash, nothing more

@@ -12,7 +12,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["is_secret", "run_logged", "terminate_all", "without_secrets"]
+__all__ = [
+    "INSTALLER_SETTINGS",
+    "installer_env",
+    "is_secret",
+    "run_logged",
+    "terminate_all",
+    "without_secrets",
+]
 
 # A build subprocess (a PEP 517 backend, an installer, the plugins they load, a smoke run)
 # is code from the repository or an index; none of it needs shipyard's credentials, and
@@ -57,6 +64,61 @@ def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     starts from. The build's own settings (SHIPYARD_VERSION, the cache folder, time-outs)
     and everything not shipyard's (PATH, an installer's index settings) are kept."""
     return {name: value for name, value in env.items() if not is_secret(name, value)}
+
+
+# What of the environment uv and pip may read, on purpose: where packages come from, how
+# to reach and trust it, and where to cache them. Everything else of theirs (constraints,
+# overrides, `--no-binary`, the Python to use, a config file) would change what a build
+# installs behind the lock's back, so it is dropped, and neither reads a configuration
+# file: not the working directory's pyproject.toml or uv.toml (a repository's own
+# `[tool.uv]` constraints and overrides are already in its uv.lock), not the user's.
+INSTALLER_SETTINGS = frozenset(
+    {
+        "UV_INDEX",
+        "UV_DEFAULT_INDEX",
+        "UV_INDEX_URL",
+        "UV_EXTRA_INDEX_URL",
+        "UV_FIND_LINKS",
+        "UV_INDEX_STRATEGY",
+        "UV_KEYRING_PROVIDER",
+        "UV_NATIVE_TLS",
+        "UV_INSECURE_HOST",
+        "UV_HTTP_TIMEOUT",
+        "UV_CONCURRENT_DOWNLOADS",
+        "UV_CACHE_DIR",
+        "UV_OFFLINE",
+        "UV_PYTHON_DOWNLOADS",
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "PIP_FIND_LINKS",
+        "PIP_NO_INDEX",
+        "PIP_TRUSTED_HOST",
+        "PIP_CERT",
+        "PIP_CLIENT_CERT",
+        "PIP_CACHE_DIR",
+        "PIP_TIMEOUT",
+        "PIP_RETRIES",
+        "PIP_PROXY",
+    }
+)
+# Per-index credentials uv reads for a named index: UV_INDEX_<NAME>_USERNAME/_PASSWORD.
+_UV_INDEX_CREDENTIAL = re.compile(r"^UV_INDEX_[A-Z0-9_]+_(USERNAME|PASSWORD)$")
+
+
+def installer_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` as uv and pip may see it: without shipyard's secrets, with only the
+    `INSTALLER_SETTINGS` of their own variables (and uv's per-index credentials), and
+    with their configuration files switched off (UV_NO_CONFIG, PIP_CONFIG_FILE)."""
+    kept = {
+        name: value
+        for name, value in without_secrets(env).items()
+        if not name.upper().startswith(("UV_", "PIP_"))
+        or name.upper() in INSTALLER_SETTINGS
+        or _UV_INDEX_CREDENTIAL.match(name.upper())
+    }
+    kept["UV_NO_CONFIG"] = "1"
+    kept["PIP_CONFIG_FILE"] = os.devnull
+    return kept
 
 
 def run_logged(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,8 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
 
 
 def _uv_compile(reqs: Sequence[Requirement], python: str) -> dict[str, str]:
+    from shipyard.engine.proc import installer_env  # here: promotion never loads the engine
+
     uv = shutil.which("uv")
     command = [uv] if uv else [sys.executable, "-m", "uv"]
     command += ["pip", "compile", "--quiet", "--no-header", "--no-annotate"]
@@ -98,6 +101,8 @@ def _uv_compile(reqs: Sequence[Requirement], python: str) -> dict[str, str]:
         input="\n".join(str(r) for r in reqs),
         capture_output=True,
         text=True,
+        env=installer_env(os.environ),
+        cwd=tempfile.gettempdir(),
         check=False,
     )
     if done.returncode != 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import tomllib
 from collections.abc import Sequence
@@ -240,16 +241,21 @@ def export_requirements(
     package = lock.member(key)
     name = str(package["name"]) if package else key
     command = [
-        uv, "export", "--frozen", "--package", name, "--no-default-groups", "--no-dev",
-        "--no-emit-workspace", "--no-header", "--no-annotate", "--format", "requirements-txt",
-        "--output-file", str(dest),
+        uv, "export", "--frozen", "--no-config", "--package", name, "--no-default-groups",
+        "--no-dev", "--no-emit-workspace", "--no-header", "--no-annotate",
+        "--format", "requirements-txt", "--output-file", str(dest),
     ]  # fmt: skip
     for member in sorted(lock.members):
         command += ["--no-emit-package", member]
     for extra in extras:
         command += ["--extra", extra]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(command, cwd=workspace.root, capture_output=True, text=True, check=False)
+    from shipyard.engine.proc import installer_env
+
+    done = subprocess.run(
+        command, cwd=workspace.root, env=installer_env(os.environ), capture_output=True,
+        text=True, check=False,
+    )  # fmt: skip
     if done.returncode != 0:
         raise ShipyardError(
             f"uv export of the locked dependencies of {name} failed:\n{done.stderr.strip()}"
