@@ -76,6 +76,11 @@ def source_digests_file(dist: Path) -> Path:
     return dist / ".sources.json"
 
 
+def lock_check_file(dist: Path) -> Path:
+    """uv's last verdict on uv.lock, with the digest of what it read."""
+    return dist / ".lock-check.json"
+
+
 def metadata_inputs_file(dist: Path) -> Path:
     """The digests of the files of projects whose metadata their backend gives, by stat."""
     return dist / ".metadata-inputs.json"

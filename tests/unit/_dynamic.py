@@ -141,7 +141,8 @@ _SERVER = (
 
 def sdk_workspace(root: Path) -> Path:
     """An SDK laid out as such repositories are: the root is the package `acme-sdk`
-    (needs alpha; extra `cli` needs beta) and the workspace root; `examples/*` are members
+    (needs alpha; extra `cli` needs beta; extra `all` names the package itself with
+    `cli`) and the workspace root; `examples/*` are members
     that depend on it (`server-a` plainly, `server-b` through `acme-sdk[cli]`). The root's
     `[tool.uv]` constrains alpha (`>=1.0`, not a pin) and overrides gamma (`==1.0`), which
     the lock encodes; nothing else may apply them again."""
@@ -150,7 +151,8 @@ def sdk_workspace(root: Path) -> Path:
     (root / "src" / "acme_sdk" / "__init__.py").write_text("NAME = 'sdk'\n")
     (root / "pyproject.toml").write_text(
         '[project]\nname = "acme-sdk"\nversion = "1.0"\nrequires-python = ">=3.11"\n'
-        'dependencies = ["alpha"]\n\n[project.optional-dependencies]\ncli = ["beta"]\n\n'
+        'dependencies = ["alpha"]\n\n[project.optional-dependencies]\ncli = ["beta"]\n'
+        'all = ["acme-sdk[cli]"]\n\n'
         '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n\n'
         '[tool.hatch.build.targets.wheel]\npackages = ["src/acme_sdk"]\n\n'
         '[tool.uv]\nconstraint-dependencies = ["alpha>=1.0"]\n'

@@ -14,7 +14,15 @@ import pytest
 from shipyard.errors import ShipyardError
 from shipyard.workspace import Lock, WorkspaceError, check_lock, export_requirements
 from shipyard.workspace import load_workspace as load
-from tests.unit._workspaces import UV, Index, Uv, needs_uv, standard_index, uv_workspace
+from tests.unit._workspaces import (
+    UV,
+    Index,
+    Uv,
+    needs_uv,
+    standard_index,
+    uv_env,
+    uv_workspace,
+)
 
 pytestmark = needs_uv
 
@@ -214,20 +222,31 @@ SCENARIOS: list[tuple[Callable[[Path, Uv], None], str | None]] = [
 ]
 
 
+@pytest.mark.parametrize("asking_uv", [True, False], ids=["uv", "in-process"])
 @pytest.mark.parametrize(("edit", "points_at"), SCENARIOS, ids=[s[0].__name__ for s in SCENARIOS])
 def test_check_lock_agrees_with_uv_lock_check(
-    edit: Callable[[Path, Uv], None], points_at: str | None, locked: Path, uv: Uv, tmp_path: Path
+    edit: Callable[[Path, Uv], None],
+    points_at: str | None,
+    asking_uv: bool,
+    locked: Path,
+    uv: Uv,
+    tmp_path: Path,
 ) -> None:
+    """Side by side with `uv lock --check --offline`: shipyard's verdict asking uv, and
+    the in-process verdict it falls back on when uv cannot answer offline."""
     root = copy(locked, tmp_path)
     edit(root, uv)
     uv_says_fresh = uv.lock_is_fresh(root)
     assert uv_says_fresh == (points_at is None), "the scenario is not what it claims"
     ws = load(root)
+    env = uv_env(uv.index, uv.cache)
     if points_at is None:
-        check_lock(ws)
+        said = check_lock(ws, env=env, ask=asking_uv)
+        assert said.startswith("uv.lock up to date")
+        assert ("as read by shipyard" in said) != asking_uv
         return
     with pytest.raises(WorkspaceError, match=r"uv\.lock is out of date") as caught:
-        check_lock(ws)
+        check_lock(ws, env=env, ask=asking_uv)
     where = caught.value.where
     assert where.path.name == "pyproject.toml"
     line = where.path.read_text().splitlines()[where.line - 1]
@@ -235,14 +254,25 @@ def test_check_lock_agrees_with_uv_lock_check(
     assert "run `uv lock`" in str(caught.value)
 
 
-def test_check_lock_is_fast(locked: Path) -> None:
-    import time
-
-    ws = load(locked)
-    started = time.perf_counter()
-    for _ in range(20):
-        check_lock(ws)
-    assert (time.perf_counter() - started) / 20 < 0.05
+def test_uv_is_asked_once_per_state_of_the_workspace(locked: Path, uv: Uv, tmp_path: Path) -> None:
+    """A no-op build does not run uv again: its verdict is remembered by a digest of what
+    it read, and any edit of a pyproject.toml asks again."""
+    assert UV is not None
+    root = copy(locked, tmp_path)
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "uv"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {UV} "$@"\n')
+    wrapper.chmod(0o755)
+    memo = tmp_path / "dist" / ".lock-check.json"
+    memo.parent.mkdir()
+    env = uv_env(uv.index, uv.cache)
+    for _ in range(3):
+        assert check_lock(load(root), env=env, memo=memo, uv=str(wrapper)) == "uv.lock up to date"
+    assert calls.read_text().splitlines() == ["lock --check --offline -v"]
+    changed_specifier(root, uv)
+    with pytest.raises(WorkspaceError, match="out of date"):
+        check_lock(load(root), env=env, memo=memo, uv=str(wrapper))
+    assert len(calls.read_text().splitlines()) == 2
 
 
 def test_a_malformed_lock_names_uv_lock_and_the_place(tmp_path: Path) -> None:

@@ -487,7 +487,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         manifest = _manifest(args)
         workspace = read_workspace(manifest)
         groups = ", ".join(sorted(manifest.groups))
-        lock = "; uv.lock up to date" if workspace.lock is not None else ""
+        lock = "; " + "; ".join(workspace.lock_status) if workspace.lock_status else ""
         print(
             f"{manifest.path}: ok, {len(manifest.binaries)} binaries, "
             f"{len(workspace.projects)} projects{lock}; groups: {groups}"

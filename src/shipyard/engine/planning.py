@@ -87,6 +87,32 @@ def check_pythons(manifest: Manifest, workspace: Workspace, binaries: Iterable[s
     )
 
 
+def lock_keys(manifest: Manifest, workspace: Workspace, binaries: Iterable[str]) -> set[str]:
+    """The projects `binaries` install: each one's project and its in-repo closure."""
+    keys: set[str] = set()
+    for name in binaries:
+        binary = manifest.binaries[name]
+        project = workspace.project_at(binary.source)
+        if project is not None:
+            keys.add(project.key)
+            keys.update(p.key for p in workspace.closure(project.key, binary.extras))
+    return keys
+
+
+def _check_lock(
+    manifest: Manifest, workspace: Workspace, binaries: Iterable[str], env: Mapping[str, str]
+) -> None:
+    from shipyard.dist import dist_dir, lock_check_file
+
+    status = check_lock(
+        workspace,
+        lock_keys(manifest, workspace, binaries),
+        env=env,
+        memo=lock_check_file(dist_dir(manifest.root)),
+    )
+    workspace.lock_status.append(status)
+
+
 def read_workspace(
     manifest: Manifest,
     binaries: Iterable[str] | None = None,
@@ -106,7 +132,7 @@ def read_workspace(
             workspace.check(project.key, binary.extras)
     check_pythons(manifest, workspace, names)
     if workspace.lock is not None:
-        check_lock(workspace)
+        _check_lock(manifest, workspace, names, os.environ)
     return workspace
 
 
@@ -124,7 +150,7 @@ def plan_for(
     plan = make_plan(manifest, selection, workspace=workspace)  # raises for what it uses
     check_pythons(manifest, workspace, plan.binary_names)
     if workspace.lock is not None:
-        check_lock(workspace)
+        _check_lock(manifest, workspace, plan.binary_names, os.environ if env is None else env)
     if not since:
         return plan
     from shipyard.engine.affected import affected

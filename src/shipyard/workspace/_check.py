@@ -10,7 +10,7 @@ source `[tool.uv.sources]` gives it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from shipyard.workspace import _markers
 from shipyard.workspace._text import Key, TomlFile, Where, WorkspaceError
@@ -26,7 +27,7 @@ from shipyard.workspace._text import Key, TomlFile, Where, WorkspaceError
 if TYPE_CHECKING:
     from shipyard.workspace.projects import Workspace
 
-__all__ = ["check_lock"]
+__all__ = ["check_in_process"]
 
 _RELOCK = "run `uv lock`"
 _LOCAL = ("editable", "virtual", "directory", "path", "workspace")
@@ -149,29 +150,47 @@ def _compare(
         )
 
 
-def check_lock(workspace: Workspace) -> None:
-    """Raise a WorkspaceError if the root's uv.lock is out of date with any member's
-    pyproject.toml (its dependencies, extras, groups) or with the member set."""
+def _member(workspace: Workspace, key: str) -> WorkspaceError | str | None:
+    """In-process: the first way uv.lock is out of date with member `key`'s
+    pyproject.toml, None when it holds, or a note when this check cannot tell."""
     lock = workspace.lock
-    if lock is None:
-        return
+    assert lock is not None
     root = workspace.root
-    for key in workspace.members:
-        project = workspace.projects.get(key) or workspace.duplicates[key][0]
-        file = workspace._files[project.root]
-        kinds = workspace._source_kinds.get(project.root, {})
-        package = lock.member(key)
-        if package is None:
-            raise WorkspaceError(
-                file.where(("project",), root=root),
-                f"uv.lock is out of date: it does not hold the project `{project.name}`",
-                _RELOCK,
-            )
-        table = file.data["project"]
-        if "dependencies" in table.get("dynamic", []):
-            continue  # only a build can tell; uv re-locks those itself
-        metadata = package.get("metadata", {})
-        written: list[tuple[str, str, Key]] = [
+    project = workspace.projects.get(key) or workspace.duplicates[key][0]
+    file = workspace._files[project.root]
+    kinds = workspace._source_kinds.get(project.root, {})
+    package = lock.member(key)
+    if package is None:
+        return WorkspaceError(
+            file.where(("project",), root=root),
+            f"uv.lock is out of date: it does not hold the project `{project.name}`",
+            _RELOCK,
+        )
+    table = file.data["project"]
+    version = table.get("version")
+    locked = package.get("version")
+    if (
+        "version" not in project.dynamic
+        and isinstance(version, str)
+        and isinstance(locked, str)
+        and _same_version(version, locked) is False
+    ):
+        return WorkspaceError(
+            file.where(("project", "version"), ("project",), root=root),
+            f"uv.lock is out of date: it records `{project.name}` {locked}, "
+            f"pyproject.toml says {version}",
+            _RELOCK,
+        )
+    metadata = package.get("metadata", {})
+    written: list[tuple[str, str, Key]] = []
+    if {"dependencies", "optional-dependencies"} & set(project.dynamic):
+        if project.core is None:
+            return f"`{project.name}` has dynamic requirements"
+        dynamic_at: Key = ("project", "dynamic")
+        written = [(text, "", dynamic_at) for text in project.core.requires_dist]
+        kinds = {**kinds, project.key: "local"}
+    else:
+        written = [
             (text, "", ("project", "dependencies", i))
             for i, text in enumerate(table.get("dependencies", []))
         ]
@@ -180,35 +199,98 @@ def check_lock(workspace: Workspace) -> None:
                 (text, canonicalize_name(extra), ("project", "optional-dependencies", extra, i))
                 for i, text in enumerate(texts)
             ]
-        try:
+    try:
+        _compare(
+            file, written, metadata.get("requires-dist", []), kinds,
+            ("project", "dependencies"), f"`{project.name}`", root,
+        )  # fmt: skip
+        recorded_groups = metadata.get("requires-dev", {})
+        groups = _groups(file.data)
+        for group in sorted(set(groups) | {canonicalize_name(g) for g in recorded_groups}):
+            recorded: list[dict[str, Any]] = next(
+                (v for g, v in recorded_groups.items() if canonicalize_name(g) == group), []
+            )
             _compare(
-                file, written, metadata.get("requires-dist", []), kinds,
-                ("project", "dependencies"), f"`{project.name}`", root,
+                file, [(t, "", k) for t, k in groups.get(group, [])], recorded, kinds,
+                ("dependency-groups", group), f"the group `{group}` of `{project.name}`",
+                root,
             )  # fmt: skip
-            recorded_groups = metadata.get("requires-dev", {})
-            groups = _groups(file.data)
-            for group in sorted(set(groups) | {canonicalize_name(g) for g in recorded_groups}):
-                recorded: list[dict[str, Any]] = next(
-                    (v for g, v in recorded_groups.items() if canonicalize_name(g) == group), []
-                )
-                _compare(
-                    file, [(t, "", k) for t, k in groups.get(group, [])], recorded, kinds,
-                    ("dependency-groups", group), f"the group `{group}` of `{project.name}`",
-                    root,
-                )  # fmt: skip
-        except (InvalidSpecifier, InvalidMarker, TypeError, AttributeError) as error:
-            raise WorkspaceError(
-                Where(lock.path, 1, 1, root), f"uv.lock is malformed: {error}", _RELOCK
-            ) from None
+    except WorkspaceError as error:
+        return error
+    except (InvalidSpecifier, InvalidMarker, TypeError, AttributeError) as error:
+        return WorkspaceError(
+            Where(lock.path, 1, 1, root), f"uv.lock is malformed: {error}", _RELOCK
+        )
+    return None
+
+
+def _same_version(a: str, b: str) -> bool | None:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return None
+
+
+def _manifest(workspace: Workspace) -> WorkspaceError | None:
+    """In-process: the member set, and the root's constraints and overrides, against the
+    lock's `[manifest]`."""
+    lock = workspace.lock
+    assert lock is not None
+    root = workspace.root
+    root_file = workspace._files.get(root)
     gone = sorted(lock.workspace_members - set(workspace.members))
     if gone:
-        root_file = workspace._files.get(root)
         where = (
             root_file.where(("tool", "uv", "workspace", "members"), root=root, key=True)
             if root_file
             else Where(lock.path, 1, 1, root)
         )
-        raise WorkspaceError(
+        return WorkspaceError(
             where, f"uv.lock is out of date: it holds the member `{gone[0]}`, which the "
             "workspace no longer has", _RELOCK,
         )  # fmt: skip
+    if root_file is None:
+        return None
+    uv = root_file.data.get("tool", {}).get("uv", {})
+    for setting in ("constraint-dependencies", "override-dependencies"):
+        listed = uv.get(setting, []) if isinstance(uv, dict) else []
+        table = setting.split("-")[0] + "s"  # constraints, overrides
+        try:
+            left = [_recorded(e) for e in lock.manifest.get(table, []) if isinstance(e, dict)]
+            written = [_written(t, "", {}) for t in listed if isinstance(t, str)]
+        except (InvalidRequirement, InvalidMarker, InvalidSpecifier):
+            continue  # uv says what is wrong with them
+        same = len(left) == len(written)
+        for wanted in written:
+            match = next((i for i, have in enumerate(left) if wanted.matches(have)), None)
+            if match is None:
+                same = False
+                break
+            del left[match]
+        if not same:
+            return WorkspaceError(
+                root_file.where(("tool", "uv", setting), ("tool", "uv"), root=root, key=True),
+                f"uv.lock is out of date: its {table} are not the `{setting}` written here",
+                _RELOCK,
+            )
+    return None
+
+
+def check_in_process(workspace: Workspace, keys: Iterable[str] | None = None) -> list[str]:
+    """The lock's freshness as read here without uv: raise at the first way uv.lock is
+    out of date for a member in `keys` (None: every member), or with the member set or
+    the root's constraints and overrides. Returns notes on what could not be told."""
+    if workspace.lock is None:
+        return []
+    wanted = set(workspace.members if keys is None else keys) & set(workspace.members)
+    notes: list[str] = []
+    for key in sorted(wanted):
+        found = _member(workspace, key)
+        if isinstance(found, WorkspaceError):
+            raise found
+        if found:
+            notes.append(found)
+    error = _manifest(workspace)
+    if error is not None:
+        raise error
+    return notes

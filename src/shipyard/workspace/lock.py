@@ -80,6 +80,8 @@ class Lock:
                 self._malformed(("package", index), "a [[package]] without a name or a source")
             self.packages.setdefault(canonicalize_name(package["name"]), []).append(package)
         manifest = data.get("manifest", {})
+        self.manifest: dict[str, Any] = manifest if isinstance(manifest, dict) else {}
+        """The lock's `[manifest]`: members, constraints, overrides ... as uv wrote them."""
         listed = manifest.get("members", []) if isinstance(manifest, dict) else []
         self.workspace_members: frozenset[str] = frozenset(
             canonicalize_name(n) for n in listed if isinstance(n, str)
@@ -263,4 +265,4 @@ def export_requirements(
     return dest
 
 
-from shipyard.workspace._check import check_lock  # noqa: E402  (it needs Lock defined)
+from shipyard.workspace._uvcheck import check_lock  # noqa: E402  (it needs Lock defined)

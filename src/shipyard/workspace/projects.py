@@ -95,6 +95,8 @@ class Workspace:
     duplicates: Mapping[str, tuple[Project, ...]] = field(default_factory=dict)
     members: tuple[str, ...] = ()
     """Keys of the repository's own uv workspace (the root's members; the root project)."""
+    lock_status: list[str] = field(default_factory=list, compare=False)
+    """How the lock's freshness was decided, once checked (`check_lock`), for people."""
     _by_folder: dict[Path, Project] = field(default_factory=dict, repr=False, compare=False)
     _problems: dict[Path, list[WorkspaceError]] = field(
         default_factory=dict, repr=False, compare=False
