@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from shipyard import __version__
+from shipyard import __version__, _toml
 from shipyard._fs import publish_file, sha256_file
 from shipyard.artifacts import Artifact, Distribution, Metadata
 from shipyard.builders.kinds import stamp_inputs
@@ -28,10 +28,13 @@ from shipyard.stamp import ZIP_EPOCH, Stamp
 
 __all__ = [
     "BUILD_INFO",
+    "VCS_BACKENDS",
     "WheelBuilder",
     "build_env",
     "build_info",
+    "check_version",
     "normalize_wheel",
+    "vcs_backend",
     "wheel_metadata",
 ]
 
@@ -60,11 +63,77 @@ def build_env(ctx: BuildContext) -> dict[str, str]:
         SOURCE_DATE_EPOCH=str(ctx.stamp.epoch),
         PYTHONHASHSEED="0",
         SHIPYARD_VERSION=ctx.stamp.version,
-        # setuptools-scm based sources get the same version as everything else.
-        SETUPTOOLS_SCM_PRETEND_VERSION=ctx.stamp.version,
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
+    # Version backends that read git give the version shipyard reports instead: each
+    # through the override its documentation names (see VCS_BACKENDS).
+    env.update(dict.fromkeys(_OVERRIDES, ctx.stamp.version))
     return env
+
+
+VCS_BACKENDS = {
+    "setuptools-scm": "SETUPTOOLS_SCM_PRETEND_VERSION",
+    "hatch-vcs": "SETUPTOOLS_SCM_PRETEND_VERSION",
+    "uv-dynamic-versioning": "UV_DYNAMIC_VERSIONING_BYPASS",
+    "pdm-backend (scm)": "PDM_BUILD_SCM_VERSION",
+    "poetry-dynamic-versioning": "POETRY_DYNAMIC_VERSIONING_BYPASS",
+    "versioningit": "",
+}
+"""The version backends that derive a version from git, and the environment variable each
+takes the version from instead (versioningit has none)."""
+_OVERRIDES = sorted({name for name in VCS_BACKENDS.values() if name})
+
+
+def vcs_backend(pyproject: Mapping[str, object]) -> str | None:
+    """Which of `VCS_BACKENDS` makes this project's version from git, if one does (read
+    from its pyproject.toml). None: the version is written in the repository (static, a
+    file, a module attribute), which the wheel then carries as the project's own."""
+    project = pyproject.get("project")
+    if not isinstance(project, dict) or "version" not in (project.get("dynamic") or []):
+        return None
+    tool = pyproject.get("tool")
+    tool = tool if isinstance(tool, dict) else {}
+    system = pyproject.get("build-system")
+    requires = system.get("requires", []) if isinstance(system, dict) else []
+    wanted = " ".join(str(r).lower().replace("_", "-") for r in requires)
+    hatch = tool.get("hatch", {}).get("version", {}) if isinstance(tool.get("hatch"), dict) else {}
+    source = hatch.get("source") if isinstance(hatch, dict) else None
+    pdm = tool.get("pdm", {}).get("version", {}) if isinstance(tool.get("pdm"), dict) else {}
+    if source == "uv-dynamic-versioning" or "uv-dynamic-versioning" in tool:
+        return "uv-dynamic-versioning"
+    if source == "vcs":
+        return "hatch-vcs"
+    if isinstance(pdm, dict) and pdm.get("source") == "scm":
+        return "pdm-backend (scm)"
+    pdv = tool.get("poetry-dynamic-versioning")
+    if isinstance(pdv, dict) and pdv.get("enable"):
+        return "poetry-dynamic-versioning"
+    if "versioningit" in tool or source == "versioningit":
+        return "versioningit"
+    if "setuptools_scm" in tool or "setuptools-scm" in tool or "setuptools-scm" in wanted:
+        return "setuptools-scm"
+    return None
+
+
+def check_version(wheel: str, built: str, reported: str, backend: str | None) -> None:
+    """Raise a BuildError when a wheel whose version comes from git (through `backend`)
+    does not carry the version shipyard reports: the zipapp, image and release would
+    name one version and ship another, and one key would give two wheels."""
+    if backend is None or built == reported:
+        return
+    variable = VCS_BACKENDS.get(backend, "")
+    how = (
+        f"shipyard set {variable}={reported}; check that the backend's version plugin "
+        "honours it (an old plugin may not)"
+        if variable
+        else f"{backend} has no override variable: tag the commit, or give the project "
+        "a version the repository writes (a static [project].version or a version file)"
+    )
+    raise BuildError(
+        f"wheel:{wheel}",
+        f"the wheel's METADATA says version {built}, shipyard reports {reported} "
+        f"(version from git by {backend}); {how}",
+    )
 
 
 def _zip_time(epoch: int) -> tuple[int, int, int, int, int, int]:
@@ -199,6 +268,7 @@ class WheelBuilder:
             except (ShipyardError, BadZipFile) as exc:
                 raise ShipyardError(f"the PEP 517 backend's wheel: {exc}") from exc
             about = wheel_metadata(normalised)
+            check_version(built[0].name, about[1].version, ctx.stamp.version, _backend(action))
             target = wheel_file(ctx.dist, built[0].name)
             publish_file(normalised, target)
         tags, own = about
@@ -252,6 +322,14 @@ def _cause(log: Path) -> str:
         if "Error" in line.split(":", 1)[0] or line.startswith("error:"):
             return line
     return lines[-1] if lines else "no output"
+
+
+def _backend(action: Action) -> str | None:
+    try:
+        data = _toml.loads((action.source / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return vcs_backend(data)
 
 
 def _has_module(name: str) -> bool:

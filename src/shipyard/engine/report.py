@@ -111,7 +111,7 @@ def report_json(
         "actions": [
             {
                 **r.action.to_json(root),
-                "version": ctx.for_action(r.action).stamp.version,
+                "version": r.version or ctx.for_action(r.action).stamp.version,
                 "status": r.status,
                 "reason": r.reason,
                 "duration": round(r.duration, 3),

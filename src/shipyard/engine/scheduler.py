@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from packaging.utils import canonicalize_name
+
 from shipyard.artifacts import Artifact
 from shipyard.engine.context import BuildContext, Builder, Outcome, Slots, map_parts
 from shipyard.engine.plan import Action, Plan
@@ -48,6 +50,7 @@ class Result:
     started: float = 0.0  # seconds since the build began, for the trace
     worker: int = 0
     exit_code: int = 0  # for a failure: 2 when the cause was bad input (say, credentials)
+    version: str = ""  # the version it carries, when not its stamp's (a declared version)
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,9 @@ def _run_one(
 ) -> Result:
     start = time.monotonic()
     worker = threading.get_ident()
+    own = declared(ctx.for_action(action), action, deps)
     try:
-        outcome = runner.run(action, ctx.for_action(action), deps)
+        outcome = runner.run(action, own, deps)
     except BuildError as exc:
         cause = exc.__cause__
         code = cause.exit_code if isinstance(cause, ShipyardError) else exc.exit_code
@@ -84,6 +88,7 @@ def _run_one(
             worker=worker,
             exit_code=code,
         )
+    wheels = [a.metadata.wheel for a in outcome.outputs if a.kind == "wheel" and a.metadata.wheel]
     return Result(
         action,
         "cached" if outcome.cached else "built",
@@ -93,7 +98,23 @@ def _run_one(
         log=outcome.log,
         started=start - t0,
         worker=worker,
+        version=wheels[0].version if len(wheels) == 1 else own.stamp.version,
     )
+
+
+def declared(ctx: BuildContext, action: Action, deps: tuple[Artifact, ...]) -> BuildContext:
+    """The context a zipapp or image builds in: its version is its own wheel's, which is
+    shipyard's stamp unless the project declares its version (static, or a file the
+    backend reads): a binary ships the version its project says."""
+    if action.kind not in ("zipapp", "image") or not action.project:
+        return ctx
+    for artifact in deps:
+        wheel = artifact.metadata.wheel if artifact.kind == "wheel" else None
+        if wheel is None or canonicalize_name(wheel.name) != action.project:
+            continue
+        if wheel.version != ctx.stamp.version:
+            return replace(ctx, stamp=replace(ctx.stamp, version=wheel.version))
+    return ctx
 
 
 # Guesses of an action's duration in seconds by kind, for a plan with no history.
