@@ -130,7 +130,7 @@ def test_an_entry_point_missing_from_the_wheel_fails_the_image(
     manifest.write_text(manifest.read_text().replace('"tiny:main"', '"notes:main"'))
     _commit(root)
     done = shipyard(root, "build", "--output=image", cache=tmp_path / "cache")
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # bad input: the manifest names no module
     assert f"entrypoint notes:main: no module notes in {BINARY}'s wheel" in done.stderr
     assert not (root / "dist" / "images" / BINARY).exists()
 

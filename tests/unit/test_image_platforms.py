@@ -19,7 +19,7 @@ from shipyard.engine.context import Outcome
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact
 from shipyard.engine.wrapper import Wrapped
-from shipyard.errors import BuildError, UsageError
+from shipyard.errors import BuildError, ShipyardError, UsageError
 from shipyard.oci.archive import archive_tags, platform_suffix
 from shipyard.oci.layout import layout_tops
 from shipyard.oci.remote.push import missing_platforms, read_layout_image, require_platforms
@@ -127,7 +127,8 @@ def test_an_entry_point_missing_from_the_wheel_fails_before_any_layer(repo: Path
     action = dataclasses.replace(_action(repo), entrypoint="notes.cli:main")
     with pytest.raises(BuildError) as caught:
         Wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), deps)
-    assert caught.value.exit_code == 1
+    cause = caught.value.__cause__
+    assert isinstance(cause, ShipyardError) and cause.exit_code == 2  # bad input
     assert "entrypoint notes.cli:main: no module notes in app's wheel" in str(caught.value)
     store = repo / "cache"
     layers = [p for p in store.rglob("*") if p.is_file() and len(p.name) == 64]

@@ -30,7 +30,7 @@ from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.engine.wrapper import Wrapped
-from shipyard.errors import BuildError
+from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import Stamp
 from tests.unit.test_resolve import X86, make_wheel, offline_env
 
@@ -244,6 +244,28 @@ def test_an_entrypoint_outside_the_resolution_is_a_build_error(tmp_path: Path) -
     builder = ZipappBuilder(lambda action: ZipappOptions("nosuch.cli:main"))
     with pytest.raises(BuildError, match=r"no module nosuch in app's wheel"):
         Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
+    assert not (ctx.dist / "zipapps").exists()
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "problem"),
+    [
+        ("app.clii:main", "no module app.clii in app's wheel or its dependencies"),
+        ("app:mian", "module app has no mian (did you mean main?)"),
+    ],
+)
+def test_a_wrong_name_inside_the_package_is_bad_input_at_build(
+    tmp_path: Path, entrypoint: str, problem: str
+) -> None:
+    """Regression (issue 25, item 5): only the top-level package was looked for, so the
+    zipapp was written and died with a traceback when run."""
+    ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
+    builder = ZipappBuilder(lambda action: ZipappOptions(entrypoint))
+    with pytest.raises(BuildError) as caught:
+        Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
+    assert f"entrypoint {entrypoint}: {problem} (linux/amd64)" in str(caught.value)
+    cause = caught.value.__cause__
+    assert isinstance(cause, ShipyardError) and cause.exit_code == 2
     assert not (ctx.dist / "zipapps").exists()
 
 

@@ -482,9 +482,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "check":
+        from shipyard.builders.entrypoints import check_own_entrypoints
         from shipyard.engine.planning import read_workspace
 
         manifest = _manifest(args)
+        check_own_entrypoints(manifest)
         workspace = read_workspace(manifest)
         groups = ", ".join(sorted(manifest.groups))
         lock = "; " + "; ".join(workspace.lock_status) if workspace.lock_status else ""

@@ -86,7 +86,7 @@ from shipyard.dist import action_log, image_archive, image_layout, temp_prefix
 from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.errors import ShipyardError
+from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.archive import archive_tags, write_docker_archive
 from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base
 from shipyard.oci.keep import BUILD_NOTE, KEPT, build_identity, kept_platforms, with_kept
@@ -177,13 +177,17 @@ def _read_kept(layout: Path, kept: Sequence[str]) -> list[Image]:
     return images
 
 
-def check_entrypoint(entrypoint: str, binary: str, site: Path) -> None:
-    """Fail like the zipapp builder when the entry point's top module is not in `site`."""
-    top = entrypoint.partition(":")[0].split(".")[0]
-    if not any(p.name.partition(".")[0] == top for p in site.iterdir()):
-        raise ShipyardError(
-            f"entrypoint {entrypoint}: no module {top} in {binary}'s wheel "
-            "or its dependencies; fix the entrypoint or add the dependency"
+def check_entrypoint(entrypoint: str, binary: str, site: Path, platform: str = "") -> None:
+    """Fail like the zipapp builder (exit 2) when `module:attr` is not in `site`
+    (`shipyard.builders.entrypoints`: read from the files, never imported)."""
+    from shipyard.builders.entrypoints import entrypoint_problem
+
+    problem = entrypoint_problem(entrypoint, [site], f"{binary}'s wheel or its dependencies")
+    if problem:
+        on = f" ({platform})" if platform else ""
+        raise UsageError(
+            f"entrypoint {entrypoint}: {problem}{on}; fix the entrypoint in binaries.yaml, "
+            "or add the dependency that has it"
         )
 
 
@@ -389,7 +393,7 @@ class ImageBuilder:
             parts = [(py, p) for py in pythons for p in action.platforms]
             resolved = map_parts(ctx, site, parts)
             for resolution in resolved:  # before any layer is written
-                check_entrypoint(action.entrypoint, binary, resolution.site)
+                check_entrypoint(action.entrypoint, binary, resolution.site, resolution.platform)
             width = len(action.platforms)
             by_python = {py: resolved[i * width : (i + 1) * width] for i, py in enumerate(pythons)}
             layers_of = {

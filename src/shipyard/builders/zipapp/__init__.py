@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from shipyard import __version__
 from shipyard._fs import sha256_file
 from shipyard.artifacts import ANY, Artifact, Distribution, Installed, Metadata
+from shipyard.builders.entrypoints import entrypoint_problem
 from shipyard.builders.kinds import own_wheels, stamp_inputs, wheel_digests
 from shipyard.builders.locks import lock_inputs, requirements_for
 from shipyard.builders.wheel import build_env, build_info
@@ -46,7 +47,7 @@ from shipyard.dist import action_log, platform_log, temp_prefix, zipapp_file
 from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.errors import ShipyardError
+from shipyard.errors import ShipyardError, UsageError
 from shipyard.stamp import ZIP_EPOCH
 
 if TYPE_CHECKING:
@@ -405,11 +406,13 @@ class ZipappBuilder:
     ) -> Artifact:
         binary = action.binaries[0]
         resolution = archive.resolution
-        top = opts.entrypoint.partition(":")[0].split(".")[0]
-        if not any(p.name.partition(".")[0] == top for p in resolution.site.iterdir()):
-            raise ShipyardError(
-                f"entrypoint {opts.entrypoint}: no module {top} in {binary}'s wheel "
-                "or its dependencies; fix the entrypoint or add the dependency"
+        problem = entrypoint_problem(
+            opts.entrypoint, [resolution.site], f"{binary}'s wheel or its dependencies"
+        )
+        if problem:
+            raise UsageError(
+                f"entrypoint {opts.entrypoint}: {problem} ({resolution.platform}); fix the "
+                "entrypoint in binaries.yaml, or add the dependency that has it"
             )
         info: dict[str, object] = {
             "binary": binary,
