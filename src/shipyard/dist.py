@@ -76,6 +76,11 @@ def source_digests_file(dist: Path) -> Path:
     return dist / ".sources.json"
 
 
+def outputs_file(dist: Path) -> Path:
+    """Every action's outputs as the builds in this dist/ last wrote them, by action id."""
+    return dist / ".outputs.json"
+
+
 def lock_check_file(dist: Path) -> Path:
     """uv's last verdict on uv.lock, with the digest of what it read."""
     return dist / ".lock-check.json"

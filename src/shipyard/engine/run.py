@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard._fs import exclusive, remove_stale_temps
-from shipyard.dist import dist_dir, lock_file, report_file, source_digests_file
+from shipyard._fs import atomic_write, exclusive, remove_stale_temps
+from shipyard.dist import dist_dir, lock_file, outputs_file, report_file, source_digests_file
 from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
 from shipyard.engine.proc import reset
@@ -19,7 +21,7 @@ from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 
-__all__ = ["BuildOptions", "BuildRun", "execute"]
+__all__ = ["BuildOptions", "BuildRun", "execute", "replace_outputs"]
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,48 @@ def execute(
             remove_stale_temps(dist)
             raise
         report = write_report(plan, results, ctx, durations)
+        replace_outputs(dist, root, results)
         digests.save()
     if local is not None:
         local.auto_prune(limit)  # only when this build stored something: not on a no-op
     return BuildRun(plan, ctx, tuple(results), report)
+
+
+def replace_outputs(dist: Path, root: Path, results: Sequence[Result]) -> list[Path]:
+    """Remove what an action wrote in an earlier build and no longer writes (a zipapp of
+    the previous development version, say), so dist/ holds what the last build of each
+    action made: one file per platform. Only files a shipyard build recorded as an
+    action's outputs (`dist/.outputs.json`, kept across builds of any selection) are
+    removed, never another file, nor one another action still lists, nor anything under
+    dist/release/; called once the new outputs are in place. Returns what was removed."""
+    record_path = outputs_file(dist)
+    try:
+        loaded = json.loads(record_path.read_bytes())
+        earlier = {str(k): [str(p) for p in v] for k, v in loaded.items() if isinstance(v, list)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        earlier = {}
+    record = dict(earlier)
+    for result in results:
+        if result.status in ("built", "cached"):
+            record[result.action.id] = sorted(
+                str(a.path.relative_to(root)) if a.path.is_relative_to(root) else str(a.path)
+                for a in result.outputs
+            )
+    current = {path for paths in record.values() for path in paths}
+    removed: list[Path] = []
+    for action_id, paths in earlier.items():
+        for text in set(paths) - set(record.get(action_id, ())) - current:
+            path = root / text
+            inside = path.resolve().is_relative_to(dist.resolve())
+            if not inside or path.resolve().is_relative_to((dist / "release").resolve()):
+                continue
+            try:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                continue  # left in place: the next build tries again
+    if record != earlier:
+        with contextlib.suppress(OSError):  # not recorded: nothing removed next time
+            atomic_write(record_path, json.dumps(record, sort_keys=True).encode(), durable=False)
+    return removed
