@@ -145,6 +145,9 @@ def parser() -> argparse.ArgumentParser:
         parents=[_common(), _selection()],
         help="list the binaries whose inputs changed since --since=REF, and why",
     )
+    sub.add_parser(
+        "init", parents=[_common()], help="write a first binaries.yaml from the projects here"
+    )
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
     from shipyard.cli import _promote, _sign  # their own modules: argparse only until run
@@ -475,7 +478,26 @@ def _release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace) -> int:
+    from shipyard._fs import atomic_write
+    from shipyard.manifest.init import first_manifest
+    from shipyard.workspace import load_workspace
+
+    path = Path(args.file) if getattr(args, "file", None) else Path.cwd() / "binaries.yaml"
+    if path.exists():
+        raise UsageError(f"{path}: already exists; init never overwrites: remove it first")
+    workspace = load_workspace(path.parent.resolve())
+    made = first_manifest(workspace, path.parent)
+    atomic_write(path, made.text.encode())
+    print(f"wrote {path}: {made.binaries} binaries from {made.projects} projects")
+    for note in made.skipped:
+        print(f"  not listed: {note}")
+    return 0
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "init":
+        return _init(args)
     if args.command == "schema":
         from shipyard.manifest import json_schema
 
