@@ -187,3 +187,70 @@ def test_a_version_the_repository_writes_is_the_version_shipped(
         ran = subprocess.run([sys.executable, str(root / pyz["path"])], capture_output=True,
                              text=True, timeout=120, check=False)  # fmt: skip
         assert ran.returncode == 0 and ran.stdout.strip() == "ran", ran.stderr
+
+
+def test_members_pinned_to_one_version_by_the_plugin_get_it_together(
+    repo: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """uv-dynamic-versioning's metadata hook pins a sibling exactly
+    (`acme-core=={{ version }}`), as real workspaces do: after a commit that touches only
+    the app, per-binary versions would give the app 1.0.1.dev1 and the library 1.0.0,
+    which cannot be installed together. The pins imply lockstep: one version for both."""
+    _, env = repo
+    root = tmp_path / "pinned"
+    hatch = _HATCH.format(extra='"uv-dynamic-versioning"')
+    for folder, name, pins in (("core", "acme-core", ""), ("app", "acme-app", "acme-core")):
+        module = name.replace("-", "_")
+        (root / folder / module).mkdir(parents=True)
+        (root / folder / module / "__init__.py").write_text(
+            "import importlib.metadata as m\n\n\ndef main() -> None:\n"
+            "    print(m.version('acme-app'), m.version('acme-core'))\n"
+        )
+        hook = (
+            "[tool.hatch.metadata.hooks.uv-dynamic-versioning]\n"
+            f'dependencies = ["{pins}=={{{{ version }}}}"]\n'
+            if pins
+            else ""
+        )
+        dynamic = '"version", "dependencies"' if pins else '"version"'
+        (root / folder / "pyproject.toml").write_text(
+            f'{hatch}\n[project]\nname = "{name}"\ndynamic = [{dynamic}]\n'
+            f'requires-python = ">=3.11"\n\n'
+            '[tool.hatch.version]\nsource = "uv-dynamic-versioning"\n\n'
+            f'[tool.uv-dynamic-versioning]\nfallback-version = "0.0.0"\n\n{hook}'
+        )
+    (root / "binaries.yaml").write_text(
+        "schema: 1\nproject: {name: p, version: git}\nbinaries:\n"
+        "  app: {source: app, entrypoint: 'acme_app:main', outputs: [zipapp],"
+        " platforms: [linux/amd64]}\n"
+    )
+    (root / ".gitignore").write_text("/dist/\n")
+    git_commit(root, "one")
+    subprocess.run(["git", "-C", str(root), "tag", "v1.0.0"], check=True)
+    (root / "app" / "README").write_text("only the app changes\n")
+    git_commit(root, "two")
+    run_env = {**env, "SHIPYARD_CACHE_DIR": str(tmp_path / "cache")}
+
+    def build() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "shipyard", "build"], cwd=root, env=run_env,
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+
+    done = build()
+    assert done.returncode == 0, done.stderr
+    report = json.loads((root / "dist" / "report.json").read_text())
+    versions = {a["id"]: a["version"] for a in report["actions"]}
+    assert versions["wheel:app"] == versions["wheel:core"] == versions["zipapp:app"]
+    assert versions["zipapp:app"].startswith("1.0.1.dev1+g")
+    (pyz,) = (root / "dist" / "zipapps").glob("app-*.pyz")
+    ran = subprocess.run([sys.executable, str(pyz)], capture_output=True, text=True,
+                         timeout=120, check=False)  # fmt: skip
+    assert ran.stdout.split() == [versions["zipapp:app"]] * 2, ran.stderr
+    # Asked for per-binary versions, the pin cannot be met, and the build says so.
+    manifest = root / "binaries.yaml"
+    manifest.write_text(manifest.read_text().replace("version: git}", "version: git, "
+                                                     "versioning: per-binary}"))  # fmt: skip
+    failed = build()
+    assert failed.returncode == 1
+    assert "acme-core" in failed.stderr and "Traceback" not in failed.stderr

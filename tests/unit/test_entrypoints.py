@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders.entrypoints import entrypoint_problem
+from shipyard.entrypoints import entrypoint_problem
 
 
 @pytest.fixture

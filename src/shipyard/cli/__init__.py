@@ -325,6 +325,11 @@ def _stamps(manifest: Manifest, plan: Plan, stamp: Stamp, override: str | None) 
 
     memo = stamps_file(dist_dir(manifest.root))
     found = input_stamps(manifest.root, stamp, groups, os.environ, versioned=versioned, memo=memo)
+    if versioned and found:
+        from shipyard.engine.planning import lockstep, newest
+
+        if lockstep(manifest, plan.workspace):
+            found = dict.fromkeys(found, newest(found.values()))
     return {action: found[repr(i)] for action, i in by_action.items()}
 
 
@@ -504,8 +509,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(json_schema(), indent=2))
         return 0
     if args.command == "check":
-        from shipyard.builders.entrypoints import check_own_entrypoints
         from shipyard.engine.planning import read_workspace
+        from shipyard.entrypoints import check_own_entrypoints
 
         manifest = _manifest(args)
         check_own_entrypoints(manifest)

@@ -8,11 +8,23 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from shipyard.engine.plan import Plan, Selection, make_plan
 from shipyard.manifest import Manifest
+from shipyard.stamp import Stamp
 from shipyard.workspace import Workspace, check_lock, load_workspace
 
-__all__ = ["check_pythons", "load_projects", "plan_for", "read_workspace"]
+__all__ = [
+    "check_pythons",
+    "load_projects",
+    "lock_keys",
+    "lockstep",
+    "newest",
+    "plan_for",
+    "read_workspace",
+]
 
 
 def load_projects(
@@ -161,3 +173,33 @@ def plan_for(
         return Plan(manifest, (), (), plan.skips, workspace)
     narrowed = Selection(binaries=names, outputs=selection.outputs, platforms=selection.platforms)
     return make_plan(manifest, narrowed, workspace=workspace)
+
+
+def lockstep(manifest: Manifest, workspace: Workspace | None) -> bool:
+    """Whether every binary and library takes one version: `project.versioning`, else
+    what the repository's pins imply (a project requiring another of the repository with
+    `==` installs only beside that exact version)."""
+    if manifest.project.versioning is not None:
+        return manifest.project.versioning == "lockstep"
+    if workspace is None:
+        return False
+    for project in workspace.projects.values():
+        for dependency in project.dependencies:
+            requirement = dependency.requirement
+            name = canonicalize_name(requirement.name)
+            exact = any(s.operator in ("==", "===") for s in requirement.specifier)
+            if exact and name != project.key and name in workspace.projects:
+                return True
+    return False
+
+
+def newest(stamps: Iterable[Stamp]) -> Stamp:
+    """The stamp of the newest version (PEP 440 order; an unreadable one sorts first)."""
+
+    def order(stamp: Stamp) -> tuple[int, Version | None]:
+        try:
+            return (1, Version(stamp.version))
+        except InvalidVersion:
+            return (0, None)
+
+    return max(stamps, key=order)

@@ -315,6 +315,13 @@ class ProjectDoc(_Strict):
         Field(default_factory=lambda: ["3.11"])
     )
 
+    versioning: Literal["lockstep", "per-binary"] | None = Field(
+        None,
+        description="with version: git, 'per-binary' (each binary's version follows its own "
+        "inputs) or 'lockstep' (one version for all, the newest); default: lockstep when "
+        "projects of the repository pin each other exactly (==), else per-binary",
+    )
+
     @field_validator("python", mode="before")
     @classmethod
     def _one_or_list(cls, value: object) -> object:

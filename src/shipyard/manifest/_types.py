@@ -188,6 +188,7 @@ class Project:
     version: str
     python: str
     pythons: tuple[str, ...] = ()
+    versioning: str | None = None  # "lockstep", "per-binary", None: as the pins imply
 
     def __post_init__(self) -> None:
         given: Any = self.python

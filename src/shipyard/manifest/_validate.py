@@ -615,7 +615,9 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
     if problems:  # those that hold across keys, found once the defaults are merged in
         raise ManifestError(_in_order(path, problems, {}, 0))
     pythons = tuple(doc.project.python)
-    project = Project(doc.project.name, doc.project.version, pythons[0], pythons)
+    project = Project(
+        doc.project.name, doc.project.version, pythons[0], pythons, doc.project.versioning
+    )
     return Manifest(
         path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)
     )

@@ -179,8 +179,8 @@ def _read_kept(layout: Path, kept: Sequence[str]) -> list[Image]:
 
 def check_entrypoint(entrypoint: str, binary: str, site: Path, platform: str = "") -> None:
     """Fail like the zipapp builder (exit 2) when `module:attr` is not in `site`
-    (`shipyard.builders.entrypoints`: read from the files, never imported)."""
-    from shipyard.builders.entrypoints import entrypoint_problem
+    (`shipyard.entrypoints`: read from the files, never imported)."""
+    from shipyard.entrypoints import entrypoint_problem
 
     problem = entrypoint_problem(entrypoint, [site], f"{binary}'s wheel or its dependencies")
     if problem:

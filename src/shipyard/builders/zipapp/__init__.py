@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 from shipyard import __version__
 from shipyard._fs import sha256_file
 from shipyard.artifacts import ANY, Artifact, Distribution, Installed, Metadata
-from shipyard.builders.entrypoints import entrypoint_problem
 from shipyard.builders.kinds import own_wheels, stamp_inputs, wheel_digests
 from shipyard.builders.locks import lock_inputs, requirements_for
 from shipyard.builders.wheel import build_env, build_info
@@ -47,6 +46,7 @@ from shipyard.dist import action_log, platform_log, temp_prefix, zipapp_file
 from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
+from shipyard.entrypoints import entrypoint_problem
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.stamp import ZIP_EPOCH
 
