@@ -111,9 +111,9 @@ def test_zipapps_and_images_ship_the_repositorys_libraries_and_the_locked_versio
     assert ran.stdout.strip() == _EXPECTED
     for platform in PLATFORMS:
         flat = platform.replace("/", "_")
-        (archive,) = (root / "dist/images").glob(f"cli-*-{flat}.tar")
+        (tarball,) = (root / "dist/images").glob(f"cli-*-{flat}.tar")
         loaded = subprocess.run(
-            ["docker", "load", "-i", str(archive)], capture_output=True, text=True, check=True
+            ["docker", "load", "-i", str(tarball)], capture_output=True, text=True, check=True
         )
         tag = loaded.stdout.strip().rpartition("Loaded image: ")[2]
         try:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,7 +118,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
     return root, env
 
 
-def _build(root: Path, env: dict[str, str], cache: Path) -> tuple[int, str, dict[str, dict]]:
+def _build(
+    root: Path, env: dict[str, str], cache: Path
+) -> tuple[int, str, dict[str, dict[str, Any]]]:
     shutil.rmtree(root / "dist", ignore_errors=True)
     done = subprocess.run(
         [sys.executable, "-m", "shipyard", "build", "--keep-going"],
