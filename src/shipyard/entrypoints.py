@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["check_own_entrypoints", "entrypoint_problem", "top_level_names"]
 
 _EXTENSIONS = (".so", ".pyd")
+_PARSING = threading.Lock()
 
 
 def _close(word: str, choices: Iterable[str]) -> str:
@@ -78,7 +80,9 @@ def _bound(body: Sequence[ast.stmt], names: set[str]) -> bool:
 def top_level_names(source: str) -> tuple[set[str], bool]:
     """The names a module's source binds at top level, and whether it may bind any."""
     names: set[str] = set()
-    anything = _bound(ast.parse(source).body, names)
+    with _PARSING:  # CPython 3.11's AST constructor is not safe across threads
+        tree = ast.parse(source)
+    anything = _bound(tree.body, names)
     return names, anything
 
 
@@ -125,7 +129,7 @@ def entrypoint_problem(entrypoint: str, roots: Sequence[Path], where: str) -> st
     else:
         try:
             names, anything = top_level_names(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, SystemError):
             return None  # not ours to judge: Python says what is wrong when it runs
     if anything or head in names or (package.is_dir() and head in _modules(package)):
         return None  # bound, or a submodule that `from module import head` loads

@@ -136,33 +136,53 @@ def execute(
     return BuildRun(plan, ctx, tuple(results), report)
 
 
+# The outputs named by version, one per platform: what a new version supersedes. An
+# image layout's blobs are the builder's to manage (it writes the layout whole).
+_VERSIONED = (".pyz", ".whl", ".tar")
+
+
 def replace_outputs(dist: Path, root: Path, results: Sequence[Result]) -> list[Path]:
-    """Remove what an action wrote in an earlier build and no longer writes (a zipapp of
-    the previous development version, say), so dist/ holds what the last build of each
-    action made: one file per platform. Only files a shipyard build recorded as an
-    action's outputs (`dist/.outputs.json`, kept across builds of any selection) are
-    removed, never another file, nor one another action still lists, nor anything under
-    dist/release/; called once the new outputs are in place. Returns what was removed."""
+    """Remove what an action wrote in an earlier build for a platform it built again
+    under another name (a zipapp of the previous development version, say), so dist/
+    holds what the last build of each action made: one file per platform. Only wheels,
+    zipapps and image tarballs a shipyard build recorded as that action's outputs
+    (`dist/.outputs.json`, kept across builds of any selection) are removed: never
+    another file, nor one another action still lists, nor one of a platform this build
+    did not make (a `--platform` subset), nor anything under dist/release/; called once
+    the new outputs are in place. Returns what was removed."""
     record_path = outputs_file(dist)
     try:
         loaded = json.loads(record_path.read_bytes())
-        earlier = {str(k): [str(p) for p in v] for k, v in loaded.items() if isinstance(v, list)}
+        earlier = {
+            str(k): [(str(p[0]), str(p[1])) for p in v if isinstance(p, list) and len(p) == 2]
+            for k, v in loaded.items()
+            if isinstance(v, list)
+        }
     except (OSError, ValueError, AttributeError, TypeError):
         earlier = {}
     record = dict(earlier)
+    made: dict[str, set[str]] = {}
     for result in results:
         if result.status in ("built", "cached"):
             record[result.action.id] = sorted(
-                str(a.path.relative_to(root)) if a.path.is_relative_to(root) else str(a.path)
+                (
+                    str(a.path.relative_to(root)) if a.path.is_relative_to(root) else str(a.path),
+                    "" if a.kind == "wheel" else a.platform,
+                )
                 for a in result.outputs
             )
-    current = {path for paths in record.values() for path in paths}
+            made[result.action.id] = {platform for _, platform in record[result.action.id]}
+    current = {path for paths in record.values() for path, _ in paths}
     removed: list[Path] = []
-    for action_id, paths in earlier.items():
-        for text in set(paths) - set(record.get(action_id, ())) - current:
+    for action_id, platforms in made.items():
+        for text, platform in set(earlier.get(action_id, ())) - set(record[action_id]):
+            if text in current or platform not in platforms or not text.endswith(_VERSIONED):
+                continue
             path = root / text
-            inside = path.resolve().is_relative_to(dist.resolve())
-            if not inside or path.resolve().is_relative_to((dist / "release").resolve()):
+            resolved = path.resolve()
+            if not resolved.is_relative_to(dist.resolve()) or resolved.is_relative_to(
+                (dist / "release").resolve()
+            ):
                 continue
             try:
                 if path.is_file() and not path.is_symlink():
@@ -171,6 +191,7 @@ def replace_outputs(dist: Path, root: Path, results: Sequence[Result]) -> list[P
             except OSError:
                 continue  # left in place: the next build tries again
     if record != earlier:
+        data = {k: [list(entry) for entry in v] for k, v in record.items()}
         with contextlib.suppress(OSError):  # not recorded: nothing removed next time
-            atomic_write(record_path, json.dumps(record, sort_keys=True).encode(), durable=False)
+            atomic_write(record_path, json.dumps(data, sort_keys=True).encode(), durable=False)
     return removed
