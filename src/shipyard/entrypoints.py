@@ -141,8 +141,8 @@ def check_own_entrypoints(manifest: Manifest) -> None:
     entry point names a module of its own source (flat or src/ layout) that is not
     there. An entry point into a dependency is left to the build, which checks it in
     each platform's resolved site."""
-    from shipyard.errors import Location, ManifestError, Problem, ShipyardError
-    from shipyard.manifest._yaml import load_yaml
+    from shipyard.errors import ManifestError, Problem
+    from shipyard.manifest import locate
 
     found: list[tuple[str, str]] = []
     for name, binary in manifest.binaries.items():
@@ -158,14 +158,9 @@ def check_own_entrypoints(manifest: Manifest) -> None:
             found.append((name, problem))
     if not found:
         return
-    try:
-        _, positions = load_yaml(manifest.path, manifest.path.read_bytes(), keep_going=True)
-    except (OSError, ValueError, ShipyardError):
-        positions = None
+    places = locate(manifest, *(("binaries", name, "entrypoint") for name, _ in found))
     problems = []
-    for name, problem in found:
-        key = ("binaries", name, "entrypoint")
-        at = positions.node(key).value if positions else Location(manifest.path, 1, 1)
+    for (name, problem), at in zip(found, places, strict=True):
         problems.append(
             Problem(
                 at,

@@ -76,14 +76,10 @@ def check_pythons(manifest: Manifest, workspace: Workspace, binaries: Iterable[s
     ]
     if not outside:
         return
-    from shipyard.errors import Location, ManifestError, Problem, ShipyardError
-    from shipyard.manifest._yaml import load_yaml
+    from shipyard.errors import ManifestError, Problem
+    from shipyard.manifest import locate
 
-    try:
-        _, positions = load_yaml(manifest.path, manifest.path.read_bytes(), keep_going=True)
-        at = positions.node(("project", "python")).value
-    except (OSError, ValueError, ShipyardError):
-        at = Location(manifest.path, 1, 1)
+    (at,) = locate(manifest, ("project", "python"))
     raise ManifestError(
         [
             Problem(

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from shipyard.errors import Location
 from shipyard.manifest._load import load_manifest
 from shipyard.manifest._types import (
     HOST_OS,
@@ -38,8 +39,23 @@ __all__ = [
     "find_manifest",
     "json_schema",
     "load_manifest",
+    "locate",
     "parse_size",
 ]
+
+
+def locate(manifest: Manifest, *keys: tuple[str | int, ...]) -> list[Location]:
+    """Where each key path (("project", "python"), say) is written in the manifest's file:
+    the value, else its nearest written parent; 1:1 when the file cannot be read again.
+    For checks that run after loading and point at the key they judge."""
+    from shipyard.errors import ShipyardError
+    from shipyard.manifest._yaml import load_yaml
+
+    try:
+        _, positions = load_yaml(manifest.path, manifest.path.read_bytes(), keep_going=True)
+    except (OSError, ValueError, ShipyardError):
+        return [Location(manifest.path, 1, 1) for _ in keys]
+    return [positions.node(key).value for key in keys]
 
 
 def json_schema() -> dict[str, Any]:

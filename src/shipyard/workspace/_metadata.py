@@ -78,7 +78,7 @@ class MetadataError:
     problem: str
 
 
-def _key(folder: Path, digest: str) -> str:
+def _key(digest: str) -> str:
     text = json.dumps([_FORMAT, sys.version_info[:2], digest], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -99,7 +99,7 @@ def read_metadata(
     found: dict[Path, CoreMetadata | MetadataError] = {}
     todo: list[Path] = []
     for folder, digest in sorted(digests.items()):
-        cached = _load(cache_dir, _key(folder, digest)) if cache_dir else None
+        cached = _load(cache_dir, _key(digest)) if cache_dir else None
         if cached is not None:
             found[folder] = cached
         else:
@@ -116,7 +116,7 @@ def read_metadata(
         else:
             found[folder] = CoreMetadata.parse(answer["metadata"], answer.get("entry_points", ""))
             if cache_dir is not None:
-                _store(cache_dir, _key(folder, digests[folder]), answer)
+                _store(cache_dir, _key(digests[folder]), answer)
     return found
 
 

@@ -81,7 +81,7 @@ def _digest(workspace: Workspace, uv: str | None) -> str:
     digest = hashlib.sha256(f"{_FORMAT}\0{uv}\0".encode())
     lock = workspace.lock
     assert lock is not None
-    digest.update(lock.path.read_bytes())
+    digest.update(lock.text.encode())  # the bytes parsed, not read again
     for folder, file in sorted(workspace._files.items()):
         digest.update(f"\0{folder}\0".encode() + file.text.encode())
     for project in sorted(workspace.projects.values(), key=lambda p: p.root):

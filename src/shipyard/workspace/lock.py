@@ -142,6 +142,11 @@ class Lock:
             ) from None
         return cls(path, data, text)
 
+    @property
+    def text(self) -> str:
+        """The lock's text as it was read."""
+        return self._text
+
     def member(self, key: str) -> dict[str, Any] | None:
         """The raw `[[package]]` of in-repo package `key`, if the lock has it."""
         for package in self.packages.get(key, []):
