@@ -13,7 +13,6 @@ one stat per file.
 from __future__ import annotations
 
 import contextlib
-import email.parser
 import hashlib
 import json
 import os
@@ -21,8 +20,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from configparser import ConfigParser
-from configparser import Error as ConfigError
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +44,10 @@ class CoreMetadata:
     @classmethod
     def parse(cls, metadata: str, entry_points: str = "") -> CoreMetadata:
         """From the text of METADATA and of entry_points.txt."""
+        import email.parser  # here: a build that asks no backend never loads these
+        from configparser import ConfigParser
+        from configparser import Error as ConfigError
+
         message = email.parser.HeaderParser().parsestr(metadata)
         sections: dict[str, tuple[tuple[str, str], ...]] = {}
         if entry_points.strip():

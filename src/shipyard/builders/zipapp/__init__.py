@@ -46,7 +46,6 @@ from shipyard.dist import action_log, platform_log, temp_prefix, zipapp_file
 from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.entrypoints import entrypoint_problem
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.stamp import ZIP_EPOCH
 
@@ -406,6 +405,8 @@ class ZipappBuilder:
     ) -> Artifact:
         binary = action.binaries[0]
         resolution = archive.resolution
+        from shipyard.entrypoints import entrypoint_problem  # read when a zipapp is written
+
         problem = entrypoint_problem(
             opts.entrypoint, [resolution.site], f"{binary}'s wheel or its dependencies"
         )
