@@ -164,6 +164,7 @@ def read_stamp(
         root,
         ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
         _STATUS,  # raw: a porcelain line may start with a space
+        _PREFIX,
         *((("describe", "--tags", "--long", "--match", "*[0-9]*"),) if from_git else ()),
         *((("rev-list", "--count", "HEAD"),) if from_git else ()),
         raw=True,
@@ -172,7 +173,7 @@ def read_stamp(
     head = (asked[0] or "").split()
     revision = head[0] if len(head) == 2 else None
     changed = _changed_paths(raw[1])
-    dirty = bool(changed)
+    dirty = bool(changed)  # anywhere in the repository: the version is the repository's
     if not from_git:
         version = _validate(chosen, source) if check else chosen
     elif revision is None:
@@ -181,7 +182,7 @@ def read_stamp(
             "commit, or set a literal version, --version or $VERSION"
         )
     else:
-        describe, count = asked[2], int(asked[3] or "0")
+        describe, count = asked[3], int(asked[4] or "0")
         version = version_from_describe(describe, revision[:7], count, dirty)
         if snapshot and ".dev" not in version:
             version = _validate(f"{version}.dev0", source)
@@ -200,7 +201,7 @@ def read_stamp(
         revision=revision,
         dirty=dirty,
         epoch=max(epoch, ZIP_EPOCH),
-        changed=None if changed is None else tuple(changed),
+        changed=None if changed is None else tuple(_below(changed, raw[2])),
     )
 
 
@@ -230,6 +231,17 @@ class Inputs:
 
 
 _STATUS = ("status", "--porcelain", "-z", "--untracked-files=no")
+_PREFIX = ("rev-parse", "--show-prefix")  # where `root` is inside the work tree
+
+
+def _below(paths: list[str], prefix: str | None) -> list[str]:
+    """`paths` (relative to the git work tree's top) that lie in the folder whose
+    `git rev-parse --show-prefix` is `prefix`, made relative to it: the workspace may
+    be a folder below the repository root."""
+    prefix = (prefix or "").strip()
+    if not prefix:
+        return paths
+    return [p[len(prefix) :] for p in paths if p.startswith(prefix)]
 
 
 def _changed_paths(done: str | None) -> list[str] | None:
@@ -278,7 +290,8 @@ def input_stamps(
     if build.changed is not None:
         changed = list(build.changed)
     else:
-        changed = _changed_paths(_git(root, _STATUS, raw=True)[0]) or []
+        status, prefix = _git(root, _STATUS, _PREFIX, raw=True)
+        changed = _below(_changed_paths(status) or [], prefix)
     names = sorted(groups)
     known = _last_commits(memo, build.revision)
     asked = [n for n in names if groups[n].pathspec_key() not in known]

@@ -57,7 +57,8 @@ class Index:
         simple = self.folder / "simple"
         simple.mkdir(parents=True, exist_ok=True)
         by_name: dict[str, list[Path]] = {}
-        for wheel in sorted(self.wheels.glob("*.whl")):
+        files = [*self.wheels.glob("*.whl"), *self.wheels.glob("*.tar.gz")]  # sdists too
+        for wheel in sorted(files):
             by_name.setdefault(canonicalize_name(wheel.name.split("-")[0]), []).append(wheel)
         for name, wheels in by_name.items():
             (simple / name).mkdir(parents=True, exist_ok=True)

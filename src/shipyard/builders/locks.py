@@ -10,12 +10,16 @@ their keys hash the same thing: the lock's bytes that concern the binary.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard._fs import sha256_file
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import Value
 from shipyard.engine.plan import Action
 from shipyard.errors import UsageError
+
+if TYPE_CHECKING:
+    from shipyard.builders.resolve import Locked
 
 __all__ = ["lock_inputs", "requirements_for"]
 
@@ -45,15 +49,24 @@ def lock_inputs(action: Action, ctx: BuildContext) -> Value:
     return None
 
 
-def requirements_for(action: Action, ctx: BuildContext, folder: Path) -> Path | None:
-    """The hash-pinned requirements file to install the action's binary from, written
-    into `folder` when it comes from uv.lock; None to resolve from the index."""
+def requirements_for(action: Action, ctx: BuildContext, folder: Path) -> Locked | None:
+    """The hash-pinned requirements to install the action's binary from, written into
+    `folder` when they come from uv.lock; None to resolve from the index.
+
+    uv.lock's slice is complete, so it is installed exactly (no second resolution);
+    its packages published only as an sdist are built into wheels once (cached by the
+    sdist's hash) and installed from those."""
+    from shipyard.builders.resolve import Locked
+
     lock = _file(action, ctx)
     if lock is not None:
-        return lock
+        return Locked(lock)
     if not _uv_lock(action, ctx):
         return None
     from shipyard.builders.resolve import uv_binary
+    from shipyard.builders.sdists import sdist_only, wheel_from_sdist, without
+    from shipyard.builders.wheel import build_env
+    from shipyard.engine.cache.local import default_cache_dir
     from shipyard.workspace import export_requirements
 
     assert ctx.workspace is not None
@@ -64,4 +77,24 @@ def requirements_for(action: Action, ctx: BuildContext, folder: Path) -> Path | 
             "pip install uv (or put it on PATH)"
         )
     dest = folder / f"{action.project}.requirements.txt"
-    return export_requirements(ctx.workspace, action.project, dest, uv=uv, extras=action.extras)
+    export_requirements(ctx.workspace, action.project, dest, uv=uv, extras=action.extras)
+    assert ctx.workspace.lock is not None
+    sdists = sdist_only(dest, ctx.workspace.lock.packages)
+    if not sdists:
+        return Locked(dest, exact=True)
+    cache = default_cache_dir(None, ctx.env)
+    log = ctx.logs / f"sdists-{action.id.replace(':', '-')}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    built = tuple(
+        wheel_from_sdist(
+            sdist,
+            lock_dir=ctx.workspace.lock.path.parent,
+            cache=cache,
+            uv=uv,
+            env=build_env(ctx),
+            log=log,
+        )
+        for sdist in sdists
+    )
+    without(dest, [s.name for s in sdists])
+    return Locked(dest, exact=True, built=built)

@@ -38,6 +38,7 @@ __all__ = [
     "NATIVE",
     "PLATFORM_ARCH",
     "Distribution",
+    "Locked",
     "Resolution",
     "resolve",
     "target_env",
@@ -103,6 +104,18 @@ class Distribution:
     license: str | None = field(default=None, compare=False)
     first_party: bool = field(default=False, compare=False)
     tags: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Locked:
+    """What a binary installs from a lock: the hash-pinned requirements `file`; with
+    `exact` (uv.lock's slice, complete) nothing is resolved again, so the install is
+    the lock's, as `uv sync --frozen` makes it; `built` are wheels made from locked
+    sdists (see shipyard.builders.sdists), installed beside it."""
+
+    file: Path
+    exact: bool = False
+    built: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,11 +193,13 @@ def _named(wheel: Path, extras: Sequence[str]) -> str:
     return f"{name}{chosen} @ {wheel.resolve().as_uri()}"
 
 
-def _wheel_requirements(wheels: Sequence[Path], folder: Path, extras: Sequence[str] = ()) -> Path:
+def _wheel_requirements(
+    wheels: Sequence[Path], folder: Path, extras: Sequence[str] = (), built: Sequence[Path] = ()
+) -> Path:
     """A requirements file naming each wheel by path and hash, for --require-hashes mode;
-    the first (the binary's own) with `extras`."""
+    the first (the binary's own) with `extras`; then the wheels `built` from sdists."""
     lines = []
-    for index, wheel in enumerate(wheels):
+    for index, wheel in enumerate([*wheels, *built]):
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         lines.append(f"{_named(wheel, extras if index == 0 else ())} --hash=sha256:{digest}\n")
     path = folder / "wheels.txt"
@@ -396,7 +411,7 @@ def resolve(
     *,
     env: Mapping[str, str],
     log: Path,
-    requirements: Path | None = None,
+    requirements: Path | Locked | None = None,
     extras: Sequence[str] = (),
 ) -> Resolution:
     """Install `wheels` and their dependencies for `platform` into the folder `dest`.
@@ -405,9 +420,14 @@ def resolve(
     it needs, installed from those files and never from an index copy of the same
     name. Only binary wheels are accepted, so nothing is compiled for the wrong
     machine. With `requirements` (a lock file with hashes) every download is
-    checked against it and a dependency missing from it fails the install.
+    checked against it and a dependency missing from it fails the install; a `Locked`
+    that is `exact` is installed as it is, without resolving again (the in-repo wheels'
+    own bounds on each other are not enforced, as uv does for workspace members).
     `extras` are the first wheel's extras, installed with it.
     """
+    locked = requirements if isinstance(requirements, Locked) else None
+    if isinstance(requirements, Locked):
+        requirements = requirements.file
     wheels = [wheels] if isinstance(wheels, Path) else list(wheels)
     wheel = wheels[0]
     if platform not in PLATFORM_ARCH:
@@ -421,8 +441,11 @@ def resolve(
             if extras:
                 reqs[0] = _named(wheel, extras)
         else:
-            pinned = _wheel_requirements(wheels, Path(tmp), extras)
+            built = locked.built if locked else ()
+            pinned = _wheel_requirements(wheels, Path(tmp), extras, built)
             reqs = ["--require-hashes", "-r", str(requirements), "-r", str(pinned)]
+            if locked and locked.exact:
+                reqs.insert(0, "--no-deps")
         report = Path(tmp) / "report.json"
         command = _command(platform, python, dest, reqs, report)
         with log.open("ab") as handle:
@@ -446,7 +469,7 @@ def resolve(
         )
     )
     names = set()
-    for path in wheels:
+    for path in [*wheels, *(locked.built if locked else ())]:
         try:
             names.add(parse_wheel_filename(path.name)[0])
         except InvalidWheelFilename:
@@ -454,6 +477,8 @@ def resolve(
     others = [d for d in dists if canonicalize_name(d.name) not in names]
     if reported is None:  # uv: the same pins, locked, name each wheel with its hash
         reported = _locked_hashes(others, platform, python, env)
+    for path in locked.built if locked else ():  # built here from a locked sdist
+        reported.setdefault(str(parse_wheel_filename(path.name)[0]), sha256_file(path))
     dists = _with_hashes(dists, wheels, reported)
     unknown = sorted(d.name for d in dists if d.sha256 is None)
     if unknown:

@@ -438,10 +438,39 @@ def _check_pythons(pythons: Sequence[str], positions: Positions, problems: list[
         seen.add(version)
 
 
-def _repository_root(manifest_dir: Path) -> Path:
+_UV_WORKSPACE = re.compile(r"^\s*\[\s*tool\s*\.\s*uv\s*\.\s*workspace\s*\]", re.MULTILINE)
+
+
+def _declares_workspace(pyproject: Path) -> bool:
+    """Whether `pyproject` holds a `[tool.uv.workspace]` table (read only when its text
+    names one, so the common case costs a file read)."""
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "workspace" not in text:
+        return False
+    from shipyard import _toml
+
+    try:
+        tool = _toml.loads(text).get("tool", {})
+    except ValueError:  # a broken pyproject is the workspace loader's to report
+        return bool(_UV_WORKSPACE.search(text))
+    uv = tool.get("uv") if isinstance(tool, dict) else None
+    return isinstance(uv, dict) and isinstance(uv.get("workspace"), dict)
+
+
+def workspace_root(manifest_dir: Path) -> Path:
+    """The folder a manifest's paths, lock and dist/ belong to: the nearest folder from
+    the manifest's own up to the git work tree's top whose pyproject.toml declares a uv
+    workspace, else the manifest's folder. A workspace below the repository root
+    (`python/` beside `docs/` and other trees) is its own root; git still answers for
+    the whole repository (versions, `affected`)."""
     for folder in (manifest_dir, *manifest_dir.parents):
-        if (folder / ".git").exists():
+        if _declares_workspace(folder / "pyproject.toml"):
             return folder
+        if (folder / ".git").exists():
+            break
     return manifest_dir
 
 
@@ -578,7 +607,7 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
     schema_problems, unread = _problems(errors, positions)
     problems += schema_problems
     spoilt.update(tuple(e["loc"]) for e in errors)
-    root = _repository_root(path.parent)
+    root = workspace_root(path.parent)
     resolved, groups = check_references(
         raw,
         root=root,
