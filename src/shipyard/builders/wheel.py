@@ -34,6 +34,7 @@ __all__ = [
     "build_info",
     "check_version",
     "normalize_wheel",
+    "project_vcs_backend",
     "vcs_backend",
     "wheel_metadata",
 ]
@@ -324,12 +325,18 @@ def _cause(log: Path) -> str:
     return lines[-1] if lines else "no output"
 
 
-def _backend(action: Action) -> str | None:
+def project_vcs_backend(source: Path) -> str | None:
+    """`vcs_backend` of the project in the folder `source` (None without a readable
+    pyproject.toml)."""
     try:
-        data = _toml.loads((action.source / "pyproject.toml").read_text(encoding="utf-8"))
+        data = _toml.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return vcs_backend(data)
+
+
+def _backend(action: Action) -> str | None:
+    return project_vcs_backend(action.source)
 
 
 def _has_module(name: str) -> bool:

@@ -17,14 +17,16 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from shipyard.artifacts import ANY, Artifact, select
+from shipyard.engine.plan import Action
 from shipyard.engine.proc import without_secrets
 from shipyard.engine.run import BuildOptions, execute
+from shipyard.engine.scheduler import Result
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
 from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
 
-__all__ = ["Build", "Validate", "artifacts", "check_wheel"]
+__all__ = ["Build", "Validate", "artifacts", "check_wheel", "released_wheels"]
 
 _RESUMING = "resuming: publishing the release staged earlier"
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "AMD64": "amd64"}
@@ -35,6 +37,30 @@ def artifacts(ctx: ReleaseContext) -> tuple[Artifact, ...]:
     if ctx.build is None:
         return ()
     return tuple(a for r in ctx.build.results for a in r.outputs)
+
+
+def released_wheels(ctx: ReleaseContext) -> list[tuple[Result, Artifact]]:
+    """The wheels the release ships, with the result that built each: those of binaries
+    that declare a `wheel` output, and the in-repo libraries those require. Wheels
+    built only as inputs of zipapps and images are not released (nor checked as such)."""
+    declared = {b.name for b in ctx.plan.binaries if "wheel" in b.outputs}
+    libraries = ctx.libraries()
+    return [
+        (result, art)
+        for result in (ctx.build.results if ctx.build else ())
+        for art in select(result.outputs, kind="wheel")
+        if declared & set(result.action.binaries)
+        or (not result.action.binaries and result.action.project in libraries)
+    ]
+
+
+def _takes_release_version(action: Action) -> bool:
+    """Whether the wheel's version is shipyard's (a git-derived version, which shipyard
+    sets through the backend's override): a project that declares its own version
+    (static, a version file, a module attribute) ships that version, release or not."""
+    from shipyard.builders.wheel import project_vcs_backend
+
+    return bool(action.binaries) and project_vcs_backend(action.source) is not None
 
 
 class Build:
@@ -200,11 +226,11 @@ class Validate:
         """Raise BuildError naming the first artifact that fails."""
         built = artifacts(ctx)
         _check_sizes(ctx)
-        for result in ctx.build.results if ctx.build else ():
-            # A binary's wheel carries the release's version; a library's its own.
-            version = ctx.stamp.version if result.action.binaries else None
-            for artifact in select(result.outputs, kind="wheel"):
-                check_wheel(artifact.path, version)
+        for result, artifact in released_wheels(ctx):
+            # A wheel whose version shipyard sets carries the release's; the others
+            # (declared versions, libraries) their own, which the wheel build checked.
+            version = ctx.stamp.version if _takes_release_version(result.action) else None
+            check_wheel(artifact.path, version)
         for artifact in select(built, kind="zipapp"):
             name = artifact.binary
             smoke = ctx.binary(name).smoke

@@ -101,6 +101,14 @@ class ReleaseContext:
         """The selected binary called `name`."""
         return next(b for b in self.plan.binaries if b.name == name)
 
+    def version_of(self, binary: str) -> str:
+        """The version `binary` ships: its own wheel's when its project declares one
+        (static, a version file), else the release's."""
+        for result in self.build.results if self.build else ():
+            if binary in result.action.binaries and result.version:
+                return result.version
+        return self.stamp.version
+
     def libraries(self) -> frozenset[str]:
         """The in-repo libraries (project keys) the released wheels require: released
         with them, so what the index serves installs."""

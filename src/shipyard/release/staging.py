@@ -24,14 +24,18 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from shipyard._fs import atomic_write, sha256_file
 from shipyard.artifacts import ANY, Artifact, Distribution, select
 from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, variant_of
 from shipyard.builders.wheel import build_info
 from shipyard.dist import staged_path, temp_prefix
+from shipyard.manifest import Binary
 from shipyard.oci.remote.push import parse_hub, variant_tags
 from shipyard.release.archives import find_license, write_release_archive
 from shipyard.release.building import artifacts as built_artifacts
+from shipyard.release.building import released_wheels
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME
 from shipyard.release.sbom import (
@@ -172,7 +176,7 @@ def _stage_archives(
                 tmp / staged_path("archive", ""),
                 zipapp=art.path,
                 binary=art.binary,
-                version=ctx.stamp.version,
+                version=ctx.version_of(art.binary),
                 platform=platform,
                 license_file=license_file,
                 epoch=ctx.stamp.epoch,
@@ -236,13 +240,14 @@ def _stage_sboms(
     digest, the documents in layer order, and the reference on each hub)."""
     entries: list[dict[str, Any]] = []
     covered: set[str] = set()
-    version, epoch = ctx.stamp.version, ctx.stamp.epoch
+    epoch = ctx.stamp.epoch
     for art in select(built, kind="zipapp"):
         dists = _installed_for(art, art.platform)
         if dists is None:
             continue
         of = staged_path("zipapp", art.path.name)
         name = art.path.name.removesuffix(".pyz")
+        version = ctx.version_of(art.binary)
         text = contents_sbom(art.binary, version, art.platform, dists, epoch=epoch, of=of)
         rel = staged_path("sbom", name)
         entries.append(_write_sbom(tmp, rel, text, binary=art.binary, platform=art.platform, of=of))
@@ -254,6 +259,7 @@ def _stage_sboms(
         entry = images.get((art.binary, variant))
         if image is None or entry is None or image.digest in done:
             continue
+        version = ctx.version_of(art.binary)
         documents: list[tuple[str, str, str]] = []
         for manifest in image.manifests:
             dists = _installed_for(art, manifest.platform)
@@ -349,6 +355,27 @@ def _sign_provenance(ctx: ReleaseContext, folder: Path, staged: dict[str, Any]) 
     write_provenance(folder, statement, ctx.signing_key)
 
 
+def _locked_dependencies(ctx: ReleaseContext, binary: Binary) -> list[tuple[str, str]] | None:
+    """(name, version) of what installing `binary`'s wheel brings, as uv.lock says: its
+    locked third-party slice and the in-repo libraries it needs at the versions their
+    wheels were built with; None without a lock or a project for the binary."""
+    workspace = ctx.plan.workspace
+    project = workspace.project_at(binary.source) if workspace is not None else None
+    if workspace is None or workspace.lock is None or project is None:
+        return None
+    found = {p.name: p.version for p in workspace.lock.slice(project.key, binary.extras)}
+    built = {
+        str(canonicalize_name(art.metadata.wheel.name)): art.metadata.wheel.version
+        for result in (ctx.build.results if ctx.build else ())
+        for art in select(result.outputs, kind="wheel")
+        if art.metadata.wheel is not None
+    }
+    for library in workspace.closure(project.key, binary.extras):
+        if library.key in built:
+            found[library.name] = built[library.key]
+    return sorted(found.items())
+
+
 class StageRelease:
     """Assembles dist/release/<version>/ atomically; named `stage` in the pipeline."""
 
@@ -388,20 +415,10 @@ class StageRelease:
         artifacts: list[dict[str, Any]] = []
         built = built_artifacts(ctx)
         wheel_of: dict[str, Artifact] = {}
-        released: list[Artifact] = []
-        declared = {b.name for b in ctx.plan.binaries if "wheel" in b.outputs}
-        libraries = ctx.libraries()
         for result in ctx.build.results if ctx.build else ():
-            action = result.action
             for art in select(result.outputs, kind="wheel"):
-                wheel_of.update(dict.fromkeys(action.binaries, art))
-                # Wheels built only as inputs of zipapps and images are not released;
-                # the libraries a released wheel requires are.
-                if declared & set(action.binaries) or (
-                    not action.binaries and action.project in libraries
-                ):
-                    released.append(art)
-        for art in released:
+                wheel_of.update(dict.fromkeys(result.action.binaries, art))
+        for _, art in released_wheels(ctx):
             rel = staged_path("wheel", art.path.name)
             (tmp / rel).parent.mkdir(exist_ok=True)
             shutil.copy2(art.path, tmp / rel)
@@ -424,12 +441,14 @@ class StageRelease:
                 continue
             own = wheel.metadata.wheel.name if wheel.metadata.wheel else None
             deps = installed_dependencies(select(built, binary=binary.name), own)
-            if deps is None:  # nothing installed that is known: resolve the wheel's needs
+            if deps is None:  # nothing installed that is known: the lock says, if any
+                deps = _locked_dependencies(ctx, binary)
+            if deps is None:  # no lock either: resolve the wheel's needs
                 reqs = wheel_requirements(wheel.path)
                 deps = sorted(
                     resolve_requirements(reqs, python=ctx.manifest.project.python).items()
                 )
-            text = sbom_json(binary.name, ctx.stamp.version, deps, epoch=ctx.stamp.epoch)
+            text = sbom_json(binary.name, ctx.version_of(binary.name), deps, epoch=ctx.stamp.epoch)
             rel = staged_path("sbom", binary.name)
             atomic_write(tmp / rel, text.encode())
             artifacts.append(_file(tmp, rel, kind="sbom", binary=binary.name, platform=ANY))
