@@ -26,6 +26,8 @@ __all__ = [
     "choose_version",
     "input_stamps",
     "read_stamp",
+    "tag_match",
+    "tag_version",
     "version_from_describe",
 ]
 
@@ -83,17 +85,47 @@ def _git(root: Path, *commands: tuple[str, ...], raw: bool = False) -> list[str 
     return outputs
 
 
-_DESCRIBE = re.compile(r"^v?(?P<tag>.+)-(?P<distance>\d+)-g(?P<sha>[0-9a-f]+)$")
+_DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-g(?P<sha>[0-9a-f]+)$")
+# A tag's version after a prefix naming the project or the tree: python-v0.5.3,
+# acme-cli/v1.2.3, release-2024.1 (the version starts at the first digit after the last
+# '/', '-' or '_' that a 'v' or nothing follows).
+_PREFIXED = re.compile(r"^(?:.*[/_-])?v?(?P<version>[0-9][^/]*)$")
 
 
-def version_from_describe(describe: str | None, sha: str, count: int, dirty: bool) -> str:
-    """PEP 440 version from `git describe --tags --long` output.
+def tag_match(prefix: str) -> str:
+    """The `git describe --match` glob for tags that start with `prefix`."""
+    return f"{prefix}*[0-9]*"
+
+
+def tag_version(tag: str, prefix: str = "") -> Version | None:
+    """The PEP 440 version a tag names: `prefix` (GoReleaser's monorepo tag_prefix,
+    given) and a 'v' stripped; without a prefix, a plain version (1.2.3, v1.2.3) or one
+    after a prefix such as `python-v` or `<project>/v`. None when it names none."""
+    if prefix:
+        if not tag.startswith(prefix):
+            return None
+        tag = tag[len(prefix) :]
+    text = tag[1:] if tag[:1] in "vV" else tag
+    with contextlib.suppress(InvalidVersion):
+        return Version(text)
+    match = _PREFIXED.match(tag) if not prefix else None
+    if match:
+        with contextlib.suppress(InvalidVersion):
+            return Version(match["version"])
+    return None
+
+
+def version_from_describe(
+    describe: str | None, sha: str, count: int, dirty: bool, prefix: str = ""
+) -> str:
+    """PEP 440 version from `git describe --tags --long` output (tags named with
+    `prefix`, see `tag_version`).
 
     At a tag: the tag. After it: the next patch release as a dev version with the
     revision as local label (1.4.0 -> 1.4.1.dev3+g1a2b3c4). No tag: 0.0.0.devN.
     """
     local = [f"g{sha}"] + (["dirty"] if dirty else [])
-    tagged = _tagged(describe)
+    tagged = _tagged(describe, prefix)
     if tagged is None:
         return f"0.0.0.dev{count}+{'.'.join(local)}"
     base, distance = tagged
@@ -104,15 +136,13 @@ def version_from_describe(describe: str | None, sha: str, count: int, dirty: boo
     return f"{'.'.join(map(str, release))}.dev{distance}+{'.'.join(local)}"
 
 
-def _tagged(describe: str | None) -> tuple[Version, int] | None:
-    """The PEP 440 tag and the distance from it in `git describe` output, if both are there."""
+def _tagged(describe: str | None, prefix: str = "") -> tuple[Version, int] | None:
+    """The tag's version and the distance from it in `git describe` output, if both are there."""
     match = _DESCRIBE.match(describe or "")
     if not match:
         return None
-    try:
-        return Version(match["tag"]), int(match["distance"])
-    except InvalidVersion:
-        return None
+    version = tag_version(match["tag"], prefix)
+    return None if version is None else (version, int(match["distance"]))
 
 
 def _validate(version: str, source: str) -> str:
@@ -150,6 +180,7 @@ def read_stamp(
     *,
     snapshot: bool = False,
     check: bool = True,
+    tag_prefix: str = "",
 ) -> Stamp:
     """The stamp for a build of the repository at `root`.
 
@@ -165,7 +196,11 @@ def read_stamp(
         ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
         _STATUS,  # raw: a porcelain line may start with a space
         _PREFIX,
-        *((("describe", "--tags", "--long", "--match", "*[0-9]*"),) if from_git else ()),
+        *(
+            (("describe", "--tags", "--long", "--match", tag_match(tag_prefix)),)
+            if from_git
+            else ()
+        ),
         *((("rev-list", "--count", "HEAD"),) if from_git else ()),
         raw=True,
     )
@@ -183,7 +218,7 @@ def read_stamp(
         )
     else:
         describe, count = asked[3], int(asked[4] or "0")
-        version = version_from_describe(describe, revision[:7], count, dirty)
+        version = version_from_describe(describe, revision[:7], count, dirty, tag_prefix)
         if snapshot and ".dev" not in version:
             version = _validate(f"{version}.dev0", source)
     raw_epoch = env.get("SOURCE_DATE_EPOCH")
@@ -212,6 +247,7 @@ class Inputs:
 
     include: tuple[str, ...]
     exclude: tuple[str, ...] = ()
+    tag_prefix: str = ""  # the tags that version them (`project.tag_prefix`, filled in)
 
     def pathspec(self) -> list[str]:
         """git pathspecs: the folders, minus the excluded ones."""
@@ -305,8 +341,8 @@ def input_stamps(
     if asked and memo is not None:
         _save_last_commits(memo, build.revision, known)
     last = {n: known[groups[n].pathspec_key()] for n in names if groups[n].pathspec_key() in known}
-    commits = sorted({commit for commit, _ in last.values()})
-    described = _describe(root, commits) if versioned else dict.fromkeys(commits, (None, 0))
+    wanted = sorted({(groups[n].tag_prefix, last[n][0]) for n in last})
+    described = _describe(root, wanted) if versioned else dict.fromkeys(wanted, (None, 0))
     raw_epoch = env.get("SOURCE_DATE_EPOCH")
     stamps: dict[str, Stamp] = {}
     for name in names:
@@ -315,9 +351,10 @@ def input_stamps(
             continue
         commit, when = last[name]
         dirty = any(groups[name].holds(p) for p in changed)
-        describe, count = described[commit]
+        prefix = groups[name].tag_prefix
+        describe, count = described[(prefix, commit)]
         version = (
-            version_from_describe(describe, commit[:7], count, dirty)
+            version_from_describe(describe, commit[:7], count, dirty, prefix)
             if versioned
             else build.version
         )
@@ -351,20 +388,28 @@ def _save_last_commits(memo: Path, head: str, last: Mapping[str, tuple[str, int]
         atomic_write(memo, json.dumps(data).encode(), durable=False)
 
 
-def _describe(root: Path, commits: list[str]) -> dict[str, tuple[str | None, int]]:
-    """git describe's output and the commit count of each commit (describe batched;
-    commits no tag describes counted one by one)."""
-    if not commits:
-        return {}
-    pattern = ("describe", "--tags", "--long", "--match", "*[0-9]*")
-    batch = _git(root, (*pattern, *commits))[0]
-    lines = batch.splitlines() if batch is not None else []
-    if len(lines) == len(commits):
-        return {c: (line, 0) for c, line in zip(commits, lines, strict=True)}
-    found = _git(
-        root,
-        *((*pattern, c) for c in commits),
-        *(("rev-list", "--count", c) for c in commits),
-    )
-    count = len(commits)
-    return {c: (found[i], int(found[count + i] or "0")) for i, c in enumerate(commits)}
+def _describe(
+    root: Path, wanted: list[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[str | None, int]]:
+    """git describe's output (tags with the given prefix) and the commit count of each
+    (prefix, commit); describe batched per prefix, commits no tag describes counted
+    one by one."""
+    found: dict[tuple[str, str], tuple[str | None, int]] = {}
+    for prefix in sorted({p for p, _ in wanted}):
+        commits = [c for p, c in wanted if p == prefix]
+        pattern = ("describe", "--tags", "--long", "--match", tag_match(prefix))
+        batch = _git(root, (*pattern, *commits))[0]
+        lines = batch.splitlines() if batch is not None else []
+        if len(lines) == len(commits):
+            found.update({(prefix, c): (ln, 0) for c, ln in zip(commits, lines, strict=True)})
+            continue
+        each = _git(
+            root,
+            *((*pattern, c) for c in commits),
+            *(("rev-list", "--count", c) for c in commits),
+        )
+        count = len(commits)
+        found.update(
+            {(prefix, c): (each[i], int(each[count + i] or "0")) for i, c in enumerate(commits)}
+        )
+    return found

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from tests.integration._images import image_says
 from tests.integration.conftest import Services
 from tests.unit._dynamic import (
     Uv,
@@ -76,26 +77,6 @@ def repo(
     return root, env
 
 
-def _image_says(root: Path, binary: str, platform: str) -> str:
-    """What the image of `binary` for `platform` prints, run by Docker with no network
-    (arm64 under QEMU); its tags are removed afterwards."""
-    flat = platform.replace("/", "_")
-    (tarball,) = (root / "dist/images").glob(f"{binary}-*-{flat}.tar")
-    loaded = subprocess.run(
-        ["docker", "load", "-i", str(tarball)], capture_output=True, text=True, check=True
-    )
-    tag = loaded.stdout.strip().rpartition("Loaded image: ")[2]
-    try:
-        done = subprocess.run(
-            ["docker", "run", "--rm", "--network", "none", "--platform", platform, tag],
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-    finally:
-        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False)
-
-
 def _shipyard(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "shipyard", *args],
@@ -130,7 +111,7 @@ def test_zipapps_and_images_ship_the_repositorys_libraries_and_the_locked_versio
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == _EXPECTED
     for platform in PLATFORMS:
-        assert _image_says(root, "cli", platform) == _EXPECTED
+        assert image_says(root, "cli", platform) == _EXPECTED
 
 
 @pytest.mark.requires("base-layout")
@@ -227,4 +208,4 @@ def test_an_sdk_whose_examples_depend_on_the_root_package_builds_from_the_root(
         assert ran.returncode == 0, ran.stderr
         assert ran.stdout.strip() == said
     for platform in PLATFORMS:
-        assert _image_says(root, "server-b", platform) == expected["server-b"]
+        assert image_says(root, "server-b", platform) == expected["server-b"]

@@ -18,7 +18,7 @@ from types import MappingProxyType
 import pytest
 
 from shipyard.builders.image import ImageBuilder, entry_script, split_site
-from shipyard.builders.resolve import Distribution, Resolution
+from shipyard.builders.resolve import Distribution, Locked, Resolution
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.engine.wrapper import Wrapped
@@ -63,7 +63,7 @@ class StandIn:
         self.native = native
         self.calls: list[str] = []
         self.wheels: list[list[Path]] = []
-        self.requirements: list[Path | None] = []
+        self.requirements: list[Path | Locked | None] = []
 
     def __call__(
         self,
@@ -74,7 +74,7 @@ class StandIn:
         *,
         env: Mapping[str, str],
         log: Path,
-        requirements: Path | None = None,
+        requirements: Path | Locked | None = None,
         extras: Sequence[str] = (),
     ) -> Resolution:
         self.calls.append(platform)

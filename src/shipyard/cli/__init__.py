@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -265,7 +266,13 @@ def _build(args: argparse.Namespace) -> int:
     from shipyard.engine.sources import GitIgnored
 
     git = GitIgnored(manifest.root).prefetch()  # git answers while the stamp is read
-    stamp = read_stamp(manifest.root, manifest.project.version, os.environ, args.release_version)
+    stamp = read_stamp(
+        manifest.root,
+        manifest.project.version,
+        os.environ,
+        args.release_version,
+        tag_prefix=manifest.project.tag_prefix_for(),
+    )
     stamps = _stamps(manifest, plan, stamp, args.release_version)
     options = BuildOptions(
         jobs=args.jobs,
@@ -319,7 +326,11 @@ def _stamps(manifest: Manifest, plan: Plan, stamp: Stamp, override: str | None) 
     from shipyard.stamp import choose_version, input_stamps
 
     versioned = choose_version(manifest.project.version, os.environ, override)[0] == "git"
-    by_action = version_inputs(plan)
+    actions = {a.id: a for a in plan.actions}
+    by_action = {
+        name: replace(i, tag_prefix=manifest.project.tag_prefix_for(actions[name].project))
+        for name, i in version_inputs(plan).items()
+    }
     groups = {repr(i): i for i in by_action.values()}
     from shipyard.dist import dist_dir, stamps_file
 

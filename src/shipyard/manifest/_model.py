@@ -322,6 +322,14 @@ class ProjectDoc(_Strict):
         "projects of the repository pin each other exactly (==), else per-binary",
     )
 
+    tag_prefix: Annotated[str, Field(pattern=r"^[^\s*?\[\\~^:]*$")] = Field(
+        "",
+        description="with version: git, what the version tags start with, stripped before "
+        "the version (GoReleaser's monorepo tag_prefix): 'python-v' reads python-v0.5.3; "
+        "'{project}/v' reads each binary's version from its own project's tags "
+        "(acme-cli/v1.2.3). Default: a tag's version after any such prefix",
+    )
+
     @field_validator("python", mode="before")
     @classmethod
     def _one_or_list(cls, value: object) -> object:

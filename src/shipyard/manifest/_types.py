@@ -189,6 +189,11 @@ class Project:
     python: str
     pythons: tuple[str, ...] = ()
     versioning: str | None = None  # "lockstep", "per-binary", None: as the pins imply
+    tag_prefix: str = ""  # what version tags start with; "{project}" is a binary's project
+
+    def tag_prefix_for(self, project: str = "") -> str:
+        """`tag_prefix` with `{project}` filled in: `project`, else the repository's name."""
+        return self.tag_prefix.replace("{project}", project or self.name)
 
     def __post_init__(self) -> None:
         given: Any = self.python

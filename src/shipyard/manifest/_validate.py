@@ -645,7 +645,12 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
         raise ManifestError(_in_order(path, problems, {}, 0))
     pythons = tuple(doc.project.python)
     project = Project(
-        doc.project.name, doc.project.version, pythons[0], pythons, doc.project.versioning
+        doc.project.name,
+        doc.project.version,
+        pythons[0],
+        pythons,
+        doc.project.versioning,
+        doc.project.tag_prefix,
     )
     return Manifest(
         path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)

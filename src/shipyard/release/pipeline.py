@@ -101,6 +101,7 @@ def prepare_release(
         options.version,
         snapshot=options.snapshot,
         check=False,  # preflight checks it, so a bad one fails there like other problems
+        tag_prefix=manifest.project.tag_prefix_for(),
     )
     plan = plan_for(
         manifest, selection or Selection(), since=since, env=environ, cache_dir=options.cache_dir

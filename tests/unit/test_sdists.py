@@ -1,0 +1,147 @@
+"""Locked packages published only as an sdist are built once into a pure wheel, cached by
+the sdist's hash (issue 31, item 3); and the root a manifest's paths belong to."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from shipyard.builders.resolve import uv_binary
+from shipyard.builders.sdists import LockedSdist, sdist_only, wheel_from_sdist, without
+from shipyard.errors import BuildError
+from shipyard.manifest._validate import workspace_root
+from tests.unit._dynamic import backend_index, backend_wheels, offline
+from tests.unit._nested import htmlish_sdist
+
+__all__ = ["backend_wheels"]  # the session fixture, used by name
+
+_EXPORT = """\
+alpha==1.0 \\
+    --hash=sha256:aaaa
+htmlish==2024.2.26 \\
+    --hash=sha256:bbbb
+greenlet==3.5.6 ; platform_python_implementation == 'CPython' \\
+    --hash=sha256:cccc \\
+    --hash=sha256:dddd
+"""
+
+
+def _packages(sdist_hash: str = "sha256:bbbb") -> dict[str, list[dict[str, object]]]:
+    return {
+        "alpha": [{"name": "alpha", "version": "1.0", "wheels": [{"url": "a.whl"}]}],
+        "htmlish": [
+            {
+                "name": "htmlish",
+                "version": "2024.2.26",
+                "sdist": {"path": "h.tar.gz", "hash": sdist_hash},
+            },
+            {
+                "name": "htmlish",
+                "version": "2023.1",
+                "sdist": {"path": "o.tar.gz", "hash": "sha256:eeee"},
+            },
+        ],
+        "greenlet": [
+            {
+                "name": "greenlet",
+                "version": "3.5.6",
+                "sdist": {"url": "g.tar.gz", "hash": "sha256:ffff"},
+                "wheels": [{"url": "g.whl"}],
+            },
+        ],
+    }
+
+
+def test_only_the_pinned_version_without_wheels_is_an_sdist_to_build(tmp_path: Path) -> None:
+    export = tmp_path / "req.txt"
+    export.write_text(_EXPORT)
+    found = sdist_only(export, _packages())
+    assert found == [LockedSdist("htmlish", "2024.2.26", "h.tar.gz", "bbbb")]
+
+
+def test_without_drops_the_entry_and_its_hash_lines_only(tmp_path: Path) -> None:
+    export = tmp_path / "req.txt"
+    export.write_text(_EXPORT)
+    without(export, ["htmlish"])
+    text = export.read_text()
+    assert "htmlish" not in text and "bbbb" not in text
+    assert "alpha==1.0 \\\n    --hash=sha256:aaaa\n" in text
+    assert "    --hash=sha256:cccc \\\n    --hash=sha256:dddd\n" in text
+
+
+@pytest.fixture
+def built_env(tmp_path: Path, backend_wheels: list[Path]) -> dict[str, str]:
+    index = backend_index(tmp_path / "index", backend_wheels)
+    return offline(index, tmp_path / "uv-cache")
+
+
+def test_an_sdist_is_built_once_into_a_pure_wheel_cached_by_its_hash(
+    tmp_path: Path, built_env: dict[str, str]
+) -> None:
+    uv = uv_binary()
+    assert uv is not None
+    sdist = htmlish_sdist(tmp_path / "files")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    locked = LockedSdist("htmlish", "2024.2.26", "files/" + sdist.name, digest)
+    log = tmp_path / "log.txt"
+    wheel = wheel_from_sdist(
+        locked, lock_dir=tmp_path, cache=tmp_path / "cache", uv=uv, env=built_env, log=log
+    )
+    assert wheel.name == "htmlish-2024.2.26-py3-none-any.whl"
+    assert wheel.parent == tmp_path / "cache" / "sdist-wheels" / digest
+    first = wheel.read_bytes()
+    runs = log.read_text().count("$ ")
+    sdist.unlink()  # a cached wheel needs no sdist
+    again = wheel_from_sdist(
+        locked, lock_dir=tmp_path, cache=tmp_path / "cache", uv=uv, env=built_env, log=log
+    )
+    assert again == wheel and again.read_bytes() == first
+    assert log.read_text().count("$ ") == runs, "built again"
+    # Built again elsewhere (another machine's cache): the same bytes.
+    htmlish_sdist(tmp_path / "files")
+    elsewhere = wheel_from_sdist(
+        locked, lock_dir=tmp_path, cache=tmp_path / "cache2", uv=uv, env=built_env, log=log
+    )
+    assert elsewhere.read_bytes() == first
+
+
+def test_an_sdist_that_is_not_the_locked_one_is_refused(
+    tmp_path: Path, built_env: dict[str, str]
+) -> None:
+    uv = uv_binary()
+    assert uv is not None
+    sdist = htmlish_sdist(tmp_path / "files")
+    locked = LockedSdist("htmlish", "2024.2.26", sdist.as_uri(), "0" * 64)
+    with pytest.raises(BuildError, match=r"uv\.lock records 0{64}.*run `uv lock`"):
+        wheel_from_sdist(
+            locked, lock_dir=tmp_path, cache=tmp_path / "c", uv=uv, env=built_env,
+            log=tmp_path / "log.txt",
+        )  # fmt: skip
+    assert not list((tmp_path / "c").rglob("*.whl"))
+
+
+def _pyproject(folder: Path, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text(text)
+
+
+_WORKSPACE = '[tool.uv.workspace]\nmembers = ["packages/*"]\n'
+
+
+def test_the_root_is_the_nearest_uv_workspace_up_to_the_git_top(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    python = tmp_path / "python"
+    _pyproject(python, _WORKSPACE)
+    _pyproject(python / "packages/cli", '[project]\nname = "cli"\n')
+    assert workspace_root(python) == python
+    assert workspace_root(python / "packages/cli") == python
+    assert workspace_root(tmp_path / "docs") == tmp_path / "docs"  # none: its own folder
+    _pyproject(tmp_path, _WORKSPACE)
+    assert workspace_root(tmp_path / "deploy") == tmp_path
+    assert workspace_root(python) == python, "the nearest one"
+    # Above the git top is another repository's business.
+    inner = tmp_path / "vendor" / "lib"
+    (inner / ".git").mkdir(parents=True)
+    assert workspace_root(inner) == inner
