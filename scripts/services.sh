@@ -555,9 +555,12 @@ DISTROLESS_HOOK='cd "$1" && rm -rf usr/bin/sh usr/bin/dash usr/bin/bash usr/bin/
 DEBUG_HOOK='chroot "$1" /bin/sh -c "for a in \$(busybox --list); do command -v \"\$a\" >/dev/null 2>&1 || ln -s /usr/bin/busybox \"/usr/local/bin/\$a\"; done"'
 flavour_include() {
     case "$1" in
-        "") echo python3,ca-certificates ;;
+        # libstdc++6 (with libgcc-s1, already essential): what manylinux wheels with C++
+        # in them (greenlet, onnxruntime, grpcio ...) load. distroless stays without it,
+        # the slim base the native library check refuses such images on.
+        "") echo python3,ca-certificates,libstdc++6 ;;
         distroless) echo "python3-minimal,libpython$PY_VERSION-stdlib,ca-certificates" ;;
-        debug) echo python3,ca-certificates,busybox ;;
+        debug) echo python3,ca-certificates,libstdc++6,busybox ;;
     esac
 }
 flavour_hook() {
@@ -629,7 +632,15 @@ build_rootfs() {
     mv "$tmp" "$out"
 }
 
-rootfs_tar() { echo "$CACHE_DIR/python-$PY_VERSION$(flavour_suffix "$1")-$2.tar"; }
+# flavour_id FLAVOUR: a short digest of the flavour's package list, in its tarballs'
+# names, so a machine with bases of an older list builds (and pushes) them again.
+flavour_id() { flavour_include "$1" | sha256sum | cut -c1-8; }
+rootfs_tar() { echo "$CACHE_DIR/python-$PY_VERSION$(flavour_suffix "$1")-$(flavour_id "$1")-$2.tar"; }
+# flavour_inputs FLAVOUR: the tarballs a flavour's image is made of, one per line.
+flavour_inputs() {
+    local arch
+    for arch in "${ARCHES[@]}"; do rootfs_tar "$1" "$arch"; done
+}
 
 # The missing tarballs are built two at a time, in the background (the machine
 # has two cores; an arm64 build runs its package scripts under QEMU and takes
@@ -685,7 +696,7 @@ if [ "$MODE" = base ]; then
     # No registry: write each two-arch base straight into its OCI layout.
     for flavour in "${FLAVOURS[@]}"; do
         layout=$(flavour_layout "$flavour")
-        if [ -f "$layout/index.json" ]; then
+        if [ -f "$layout/index.json" ] && [ "$(cat "$layout.inputs" 2>/dev/null)" = "$(flavour_inputs "$flavour")" ]; then
             log "OCI layout present: $layout"
             continue
         fi
@@ -695,6 +706,7 @@ if [ "$MODE" = base ]; then
         oci_build_flavour "$flavour" "$tmp_layout" "$BASE_TAG$(flavour_suffix "$flavour")"
         rm -rf "$layout"
         mv "$tmp_layout" "$layout"
+        flavour_inputs "$flavour" >"$layout.inputs"
         log "wrote the linux/amd64 + linux/arm64 ${flavour:-plain} base to $layout"
     done
     log "base ready in $((SECONDS - START))s"
@@ -714,11 +726,13 @@ registry_index() {
 }
 # publish_base FLAVOUR: push the flavour's index (once) and export it as a layout.
 publish_base() {
-    local flavour=$1 tag image layout digest build ref tmp_layout
+    local flavour=$1 tag image layout digest build ref tmp_layout marker
     tag=$BASE_TAG$(flavour_suffix "$flavour")
     image=$REGISTRY/$BASE_NAME:$tag
     layout=$(flavour_layout "$flavour")
-    if digest=$(registry_index "$image"); then
+    marker=$STATE_DIR/base$(flavour_suffix "$flavour").inputs  # what the pushed one is made of
+    if [ "$(cat "$marker" 2>/dev/null)" = "$(flavour_inputs "$flavour")" ] \
+        && digest=$(registry_index "$image"); then
         log "registry has $image (linux/amd64 + linux/arm64, $digest)"
     else
         build=$STATE_DIR/oci-build
@@ -733,6 +747,7 @@ publish_base() {
         rm -rf "$build"
         digest=$(registry_index "$image") \
             || die "$image is not a linux/amd64 + linux/arm64 index after push"
+        flavour_inputs "$flavour" >"$marker"
         log "pushed $image ($digest)"
     fi
     if py layout-has "$layout" "$digest"; then

@@ -215,6 +215,12 @@ class ImageDoc(_Strict):
     movable_tags: list[Tag] | None = Field(
         None, description="Tags a release may move from another digest (default [latest])"
     )
+    allow_missing_libraries: list[Annotated[str, Field(pattern=r"^(\*|[^\s/]+)$")]] | None = Field(
+        None,
+        description="Shared libraries (file names, e.g. libcuda.so.1; '*' for all) the "
+        "image's native code may need without the base or the image having them "
+        "(default: none; a missing one fails the build)",
+    )
 
 
 class ZipappDoc(_Strict):

@@ -133,6 +133,8 @@ class Image:
     protected: tuple[str, ...] = ()
     # Tags a release may move from another digest (no-clobber spares them).
     movable_tags: tuple[str, ...] = _DEFAULT_MOVABLE_TAGS
+    # Libraries native code may need that neither the base nor the image has ("*": any).
+    allow_missing_libraries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,7 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
                     },
                     "protected": list(b.image.protected),
                     "movable_tags": list(b.image.movable_tags),
+                    "allow_missing_libraries": list(b.image.allow_missing_libraries),
                 },
             }
             for name, b in manifest.binaries.items()
@@ -320,6 +323,7 @@ def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
                 ),
                 protected=tuple(image["protected"]),
                 movable_tags=tuple(image["movable_tags"]),
+                allow_missing_libraries=tuple(image.get("allow_missing_libraries", ())),
             ),
         )
     return Manifest(

@@ -239,6 +239,8 @@ def _pattern_hint(loc: KeyPath) -> str:
         return 'write major.minor in quotes, e.g. "3.11"'
     if "env" in loc:
         return "letters, digits and _, not starting with a digit"
+    if "allow_missing_libraries" in loc:
+        return "give a library's file name, e.g. libstdc++.so.6, or '*' for any"
     return "use lower-case letters, digits and . _ - (starting and ending alphanumeric)"
 
 
@@ -272,6 +274,7 @@ def _merge_image(
         ),
         protected=tuple(merged.get("protected", ())),
         movable_tags=tuple(merged.get("movable_tags", Image.movable_tags)),
+        allow_missing_libraries=tuple(merged.get("allow_missing_libraries", ())),
     )
 
 

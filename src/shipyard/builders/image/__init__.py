@@ -74,6 +74,7 @@ from shipyard.builders.image.variants import (
     DEFAULT,
     VARIANTS_DIR,
     Flavour,
+    VariantPlan,
     plan_variants,
     variant_layout,
 )
@@ -87,6 +88,7 @@ from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.archive import archive_tags, write_docker_archive
 from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base
 from shipyard.oci.keep import BUILD_NOTE, KEPT, build_identity, kept_platforms, with_kept
@@ -394,8 +396,11 @@ class ImageBuilder:
             resolved = map_parts(ctx, site, parts)
             for resolution in resolved:  # before any layer is written
                 check_entrypoint(action.entrypoint, binary, resolution.site, resolution.platform)
-            width = len(action.platforms)
-            by_python = {py: resolved[i * width : (i + 1) * width] for i, py in enumerate(pythons)}
+            by_python = {
+                py: resolved[i * len(action.platforms) : (i + 1) * len(action.platforms)]
+                for i, py in enumerate(pythons)
+            }
+            _check_native(action, plan, loaded, by_python, roles, store, settings)
             layers_of = {
                 py: _layers(
                     action,
@@ -463,6 +468,55 @@ class ImageBuilder:
                     if plan.flavours[i].python
                 },
             )
+
+
+def _check_native(
+    action: Action,
+    plan: VariantPlan,
+    loaded: Mapping[str, Mapping[str, Base]],
+    by_python: Mapping[str, Sequence[Resolution]],
+    roles: _Roles,
+    store: BlobStore,
+    settings: ImageSettings,
+) -> None:
+    """Refuse (exit 1) an image whose native code needs a library that neither its base
+    nor its own files provide, for any platform and flavour, naming each library, the
+    file that needs it and its distribution; `image.allow_missing_libraries` accepts."""
+    from shipyard.builders.image.native import base_libraries, missing_libraries
+
+    accept = settings.allow_missing_libraries
+    own = {roles.own}
+
+    def image_path(rel: str, owner: str) -> str:
+        name = _normal(owner.partition(" ")[0])
+        site = (
+            roles.app_site if name in own else LIBS_SITE if name in roles.libraries else DEPS_SITE
+        )
+        return f"{site}/{rel}"
+
+    lines: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for flavour in plan.flavours:
+        for platform, resolution in zip(action.platforms, by_python[flavour.python], strict=True):
+            base = loaded[flavour.base][platform]
+            have = base_libraries(base.image.layers, store)
+            for gap in missing_libraries(resolution, have, accept=accept, image_path=image_path):
+                if (gap.library, gap.needed_by, flavour.base) in seen:
+                    continue
+                seen.add((gap.library, gap.needed_by, flavour.base))
+                lines.append(
+                    f"{gap.library}, needed by {gap.needed_by} ({gap.distribution}), is not in "
+                    f"base {base.name} ({platform}) nor in the image"
+                )
+    if lines:
+        names = sorted({line.split(",", 1)[0] for line in lines})
+        raise ShipyardError(
+            "native libraries missing:\n  "
+            + "\n  ".join(lines)
+            + "\n  use a base that has them (manylinux wheels expect libstdc++, libgcc_s and "
+            "glibc's libraries; Debian: apt-get install libstdc++6), or accept them with "
+            f"image.allow_missing_libraries: [{', '.join(names)}]"
+        )
 
 
 def _kept_variant(
