@@ -582,7 +582,8 @@ rootfs_ok() {
     case "$1" in
         distroless)
             ! grep -qxE '(usr/)?bin/(sh|dash|bash|dpkg|apt|apt-get|perl)' <<<"$names" ;;
-        debug) grep -qx 'usr/bin/busybox' <<<"$names" ;;
+        debug) grep -qx 'usr/bin/busybox' <<<"$names" && grep -q '/libstdc++\.so\.6$' <<<"$names" ;;
+        *) grep -q '/libstdc++\.so\.6$' <<<"$names" ;;
     esac
 }
 

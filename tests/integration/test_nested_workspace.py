@@ -54,7 +54,7 @@ def repo(
     (root / "binaries.yaml").write_text(
         "schema: 1\nproject: {name: acme, version: git, python: '3.11', tag_prefix: python-v}\n"
         f"defaults: {{platforms: [{', '.join(PLATFORMS)}],"
-        f" image: {{base: 'oci-layout:{services.base_layout}'}}}}\n"
+        f" image: {{base: '${{ACME_BASE:-oci-layout:{services.base_layout}}}'}}}}\n"
         "binaries:\n"
         "  acme: {source: packages/cli, entrypoint: 'acme_cli:main',"
         " outputs: [wheel, zipapp, image]}\n"
@@ -162,3 +162,45 @@ def test_a_snapshot_stages_each_binary_at_its_own_version(
     assert sorted((c["name"], c["version"]) for c in bench["components"]) == [
         ("acme-core", "0.7.5"), ("alpha", "1.0"), ("beta", "1.0"), ("gamma", "1.0"),
     ]  # fmt: skip
+
+
+@pytest.mark.requires("base-layout")
+def test_a_base_without_libstdcxx_is_refused_naming_the_library_and_distribution(
+    repo: tuple[Path, dict[str, str], Uv], services: Services
+) -> None:
+    root, env, _ = repo
+    distroless = Path(f"{services.base_layout}-distroless")  # python3-minimal, no libstdc++
+    if not (distroless / "index.json").is_file():
+        pytest.skip(f"no distroless base at {distroless} (bash scripts/services.sh)")
+    images = root / "dist/images"
+    before = {p.name: p.read_bytes() for p in images.glob("*.tar")} if images.is_dir() else {}
+    done = _shipyard(
+        root, {**env, "ACME_BASE": f"oci-layout:{distroless}"}, "build", "--binary", "acme"
+    )
+    assert done.returncode == 1, done.stderr
+    for platform, arch in (("linux/amd64", "x86_64"), ("linux/arm64", "aarch64")):
+        assert (
+            f"libstdc++.so.6, needed by /opt/shipyard/deps/site/greenlet/_greenlet.cpython-311-"
+            f"{arch}-linux-gnu.so (greenlet " in done.stderr
+        ), done.stderr
+        assert f"-distroless ({platform}) nor in the image" in done.stderr
+    assert "image.allow_missing_libraries: [libstdc++.so.6]" in done.stderr
+    assert "Traceback" not in done.stderr
+    # Nothing already built is lost: the images of the earlier build are still there.
+    assert {p.name: p.read_bytes() for p in images.glob("*.tar")} == before
+    # Accepting it builds (the zipapp and wheel were never at stake).
+    (root / "binaries.yaml").write_text(
+        (root / "binaries.yaml")
+        .read_text()
+        .replace(
+            "outputs: [wheel, zipapp, image]}",
+            "outputs: [wheel, zipapp, image], image: {allow_missing_libraries: [libstdc++.so.6]}}",
+        )
+    )
+    try:
+        accepted = _shipyard(
+            root, {**env, "ACME_BASE": f"oci-layout:{distroless}"}, "build", "--binary", "acme"
+        )
+        assert accepted.returncode == 0, accepted.stderr
+    finally:
+        subprocess.run(["git", "-C", str(root), "checkout", "--", "binaries.yaml"], check=True)
