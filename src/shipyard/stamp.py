@@ -92,9 +92,13 @@ _DESCRIBE = re.compile(r"^(?P<tag>.+)-(?P<distance>\d+)-g(?P<sha>[0-9a-f]+)$")
 _PREFIXED = re.compile(r"^(?:.*[/_-])?v?(?P<version>[0-9][^/]*)$")
 
 
-def tag_match(prefix: str) -> str:
-    """The `git describe --match` glob for tags that start with `prefix`."""
-    return f"{prefix}*[0-9]*"
+def tag_match(prefix: str) -> tuple[str, ...]:
+    """`git describe` options that match the version tags named with `prefix`: the
+    version (or 'v' and the version) right after it, so `python-` reads python-1.9.0
+    and not a package's python-devui-1.0.0 tag; any tag with a digit without one."""
+    if not prefix:
+        return ("--match", "*[0-9]*")
+    return ("--match", f"{prefix}[0-9]*", "--match", f"{prefix}v[0-9]*")
 
 
 def tag_version(tag: str, prefix: str = "") -> Version | None:
@@ -196,11 +200,7 @@ def read_stamp(
         ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
         _STATUS,  # raw: a porcelain line may start with a space
         _PREFIX,
-        *(
-            (("describe", "--tags", "--long", "--match", tag_match(tag_prefix)),)
-            if from_git
-            else ()
-        ),
+        *((("describe", "--tags", "--long", *tag_match(tag_prefix)),) if from_git else ()),
         *((("rev-list", "--count", "HEAD"),) if from_git else ()),
         raw=True,
     )
@@ -397,7 +397,7 @@ def _describe(
     found: dict[tuple[str, str], tuple[str | None, int]] = {}
     for prefix in sorted({p for p, _ in wanted}):
         commits = [c for p, c in wanted if p == prefix]
-        pattern = ("describe", "--tags", "--long", "--match", tag_match(prefix))
+        pattern = ("describe", "--tags", "--long", *tag_match(prefix))
         batch = _git(root, (*pattern, *commits))[0]
         lines = batch.splitlines() if batch is not None else []
         if len(lines) == len(commits):

@@ -70,6 +70,17 @@ def test_the_repositorys_version_reads_only_tags_with_its_prefix(monorepo: Path)
     assert read_stamp(python, "git", {}).version == "9.0.0"  # any prefix: the nearest tag
 
 
+def test_a_package_tag_under_the_same_prefix_is_not_the_repositorys(monorepo: Path) -> None:
+    """agent-framework tags python-1.9.0 for the workspace and python-devui-1.0.0b1
+    for one package: `python-` reads the first kind only."""
+    python = monorepo / "python"
+    _git(monorepo, "tag", "python-1.9.0", "HEAD~1")
+    _git(monorepo, "tag", "python-devui-1.0.0b1", "HEAD")  # nearer, and not ours
+    assert read_stamp(python, "git", {}, tag_prefix="python-").version.startswith(
+        "1.9.1.dev1+g"
+    )
+
+
 def test_each_project_reads_its_own_tags(monorepo: Path) -> None:
     python = monorepo / "python"
     build = read_stamp(python, "git", {})
