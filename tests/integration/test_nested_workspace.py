@@ -71,6 +71,7 @@ def repo(
         "NO_COLOR": "1",
         "CI": "1",
     }
+    del env["UV_NO_CONFIG"]  # as users run it: uv reads the root's [tool.uv] overrides
     return root, env, uv
 
 
@@ -204,3 +205,33 @@ def test_a_base_without_libstdcxx_is_refused_naming_the_library_and_distribution
         assert accepted.returncode == 0, accepted.stderr
     finally:
         subprocess.run(["git", "-C", str(root), "checkout", "--", "binaries.yaml"], check=True)
+
+
+@pytest.mark.requires("base-layout")
+def test_affected_reads_git_for_the_whole_repository_and_names_the_workspaces_binaries(
+    repo: tuple[Path, dict[str, str], Uv],
+) -> None:
+    root, env, _ = repo
+    top = root.parent
+    head = subprocess.run(
+        ["git", "-C", str(top), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    (top / "docs" / "index.md").write_text("# Acme, edited\n")
+    git_commit(top, "docs only")
+    core = root / "packages/core/src/acme_core/__init__.py"
+    try:
+        done = _shipyard(root, env, "affected", "--since=HEAD~1", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["binaries"] == [], "a docs/ edit affects no binary"
+        core.write_text(core.read_text() + "EDITED = True\n")
+        git_commit(top, "edit acme-core")
+        done = _shipyard(root, env, "affected", "--since=HEAD~1", "--json")
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+        assert sorted(found["binaries"]) == ["acme", "bench"]
+        paths = {r["path"] for a in found["affected"] for r in a["reasons"]}
+        assert paths == {"packages/core/src/acme_core/__init__.py"}, paths
+    finally:
+        subprocess.run(["git", "-C", str(top), "reset", "-q", "--hard", head], check=True,
+                       env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})  # fmt: skip
+

@@ -145,3 +145,66 @@ def test_the_root_is_the_nearest_uv_workspace_up_to_the_git_top(tmp_path: Path) 
     inner = tmp_path / "vendor" / "lib"
     (inner / ".git").mkdir(parents=True)
     assert workspace_root(inner) == inner
+
+
+def _native_sdist(folder: Path) -> Path:
+    """An sdist whose setup.py compiles a C extension: it builds a platform wheel."""
+    import io
+    import tarfile
+
+    files = {
+        "PKG-INFO": "Metadata-Version: 2.1\nName: cext\nVersion: 1.0\n",
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+        'build-backend = "setuptools.build_meta"\n',
+        "setup.py": "from setuptools import Extension, setup\n\n"
+        "setup(name='cext', version='1.0', ext_modules=[Extension('cext', ['cext.c'])])\n",
+        "cext.c": "#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT,"
+        ' "cext"};\nPyMODINIT_FUNC PyInit_cext(void) { return PyModule_Create(&m); }\n',
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "cext-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"cext-1.0/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.fixture(scope="session")
+def setuptools_wheel(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("setuptools")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps", "-q",
+         "--disable-pip-version-check", "-d", str(folder), "setuptools"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(f"pip download setuptools failed:\n{done.stderr}")
+    return sorted(folder.glob("*.whl"))
+
+
+def test_an_sdist_that_builds_a_platform_wheel_is_refused_by_name(
+    tmp_path: Path, backend_wheels: list[Path], setuptools_wheel: list[Path]
+) -> None:
+    uv = uv_binary()
+    assert uv is not None
+    index = backend_index(tmp_path / "index", [*backend_wheels, *setuptools_wheel])
+    env = offline(index, tmp_path / "uv-cache")
+    sdist = _native_sdist(tmp_path / "files")
+    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    locked = LockedSdist("cext", "1.0", sdist.as_uri(), digest)
+    with pytest.raises(BuildError) as caught:
+        wheel_from_sdist(
+            locked, lock_dir=tmp_path, cache=tmp_path / "c", uv=uv, env=env,
+            log=tmp_path / "log.txt",
+        )  # fmt: skip
+    said = str(caught.value)
+    assert "cext 1.0 has no wheel in uv.lock, only an sdist" in said
+    assert "cext-1.0-cp3" in said and "linux_x86_64.whl" in said
+    assert "not for the binary's platforms" in said
+    assert not list((tmp_path / "c").rglob("*.whl")), "a refused wheel is not cached"
