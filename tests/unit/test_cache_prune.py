@@ -112,8 +112,9 @@ def test_info_counts_every_part_and_the_total(
     filled = Filled(tmp_path / "cache")
     found = filled.cache.usage()
     parts = {p.folder: p for p in found.parts}
-    assert set(parts) == {"v1", "oci", "manifests", "metadata", "zipapps"}
+    assert set(parts) == {"v1", "oci", "manifests", "metadata", "sdist-wheels", "zipapps"}
     assert parts["metadata"].pruned and dict(parts["metadata"].counts) == {"entries": 0}
+    assert parts["sdist-wheels"].pruned and dict(parts["sdist-wheels"].counts) == {"wheels": 0}
     v1 = [p for p in (tmp_path / "cache" / "v1").rglob("*") if p.is_file()]
     assert parts["v1"].size == _size(v1)
     assert dict(parts["v1"].counts) == {"entries": 2, "blobs": 3}

@@ -10,6 +10,7 @@ import pytest
 
 from shipyard.builders.resolve import uv_binary
 from shipyard.builders.sdists import LockedSdist, sdist_only, wheel_from_sdist, without
+from shipyard.engine.cache.usage import prune_cache, usage
 from shipyard.errors import BuildError
 from shipyard.manifest._validate import workspace_root
 from tests.unit._dynamic import backend_index, backend_wheels, offline
@@ -105,6 +106,11 @@ def test_an_sdist_is_built_once_into_a_pure_wheel_cached_by_its_hash(
         locked, lock_dir=tmp_path, cache=tmp_path / "cache2", uv=uv, env=built_env, log=log
     )
     assert elsewhere.read_bytes() == first
+    # `shipyard cache info` counts them; a prune removes them like the other parts.
+    found = {p.folder: p for p in usage(tmp_path / "cache").parts}
+    assert dict(found["sdist-wheels"].counts) == {"wheels": 1}
+    prune_cache(tmp_path / "cache", 0, alone=True)
+    assert not list((tmp_path / "cache").rglob("*.whl"))
 
 
 def test_an_sdist_that_is_not_the_locked_one_is_refused(

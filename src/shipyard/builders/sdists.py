@@ -148,8 +148,10 @@ def wheel_from_sdist(
 
     BuildError when the sdist cannot be fetched, does not match the lock's hash, fails
     to build, or builds a platform wheel."""
+    from shipyard.engine.cache.local import SDIST_WHEELS
+
     action = f"sdist:{sdist.name}=={sdist.version}"
-    home = cache / "sdist-wheels" / sdist.sha256
+    home = cache / SDIST_WHEELS / sdist.sha256
     built = sorted(home.glob("*.whl")) if home.is_dir() else []
     if built:
         return built[0]

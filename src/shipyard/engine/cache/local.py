@@ -102,6 +102,7 @@ def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
 
 # The folders builds write in the cache folder (see shipyard.engine.cache.usage).
 ACTIONS, BASE_BLOBS, MANIFESTS, METADATA = "v1", "oci", "manifests", "metadata"
+SDIST_WHEELS = "sdist-wheels"  # wheels built from locked sdists, by the sdist's sha256
 DEFAULT_MAX_SIZE = 10 << 30
 MAX_SIZE_ENV = "SHIPYARD_CACHE_MAX_SIZE"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX, atomic_write
-from shipyard.engine.cache.local import ACTIONS, BASE_BLOBS, MANIFESTS, METADATA
+from shipyard.engine.cache.local import ACTIONS, BASE_BLOBS, MANIFESTS, METADATA, SDIST_WHEELS
 
 __all__ = [
     "AutoPrune",
@@ -53,6 +53,7 @@ _PARTS = {
     BASE_BLOBS: "base image blobs",
     MANIFESTS: "validated manifests",
     METADATA: "project metadata (PEP 517)",
+    SDIST_WHEELS: "wheels built from locked sdists",
 }
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _RECORD = "autoprune.json"  # in v1/: the last automatic look (ActionCache.auto_prune)
@@ -146,6 +147,8 @@ def _part(root: Path, folder: str) -> CachePart:
         counts = (("blobs", blobs), ("notes", notes))
     elif folder in (MANIFESTS, METADATA):
         counts = (("entries", sum(1 for f in files if _entry(f))),)
+    elif folder == SDIST_WHEELS:
+        counts = (("wheels", sum(1 for f in files if f.path.suffix == ".whl")),)
     else:
         counts = (("files", len(files)),)
     what = _PARTS.get(folder, "not shipyard's build cache")
@@ -229,7 +232,11 @@ def prune_cache(root: Path, max_bytes: int, *, alone: bool) -> PruneResult:
             for sha256 in named[entry.path]:
                 holders[sha256] = holders.get(sha256, 0) + 1
             units.append((entry.mtime, "entry", entry))
-    for manifest in (*_files(root / MANIFESTS), *_files(root / METADATA)):
+    for manifest in (
+        *_files(root / MANIFESTS),
+        *_files(root / METADATA),
+        *_files(root / SDIST_WHEELS),
+    ):
         if not _temporary(manifest):
             units.append((manifest.mtime, "file", manifest))
     if alone:
