@@ -234,4 +234,3 @@ def test_affected_reads_git_for_the_whole_repository_and_names_the_workspaces_bi
     finally:
         subprocess.run(["git", "-C", str(top), "reset", "-q", "--hard", head], check=True,
                        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull})  # fmt: skip
-

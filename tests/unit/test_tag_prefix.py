@@ -76,9 +76,7 @@ def test_a_package_tag_under_the_same_prefix_is_not_the_repositorys(monorepo: Pa
     python = monorepo / "python"
     _git(monorepo, "tag", "python-1.9.0", "HEAD~1")
     _git(monorepo, "tag", "python-devui-1.0.0b1", "HEAD")  # nearer, and not ours
-    assert read_stamp(python, "git", {}, tag_prefix="python-").version.startswith(
-        "1.9.1.dev1+g"
-    )
+    assert read_stamp(python, "git", {}, tag_prefix="python-").version.startswith("1.9.1.dev1+g")
 
 
 def test_each_project_reads_its_own_tags(monorepo: Path) -> None:
