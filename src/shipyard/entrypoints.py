@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from shipyard.manifest import Manifest
 
-__all__ = ["check_own_entrypoints", "entrypoint_problem", "top_level_names"]
+__all__ = [
+    "check_own_entrypoints",
+    "entrypoint_problem",
+    "own_entrypoint_problem",
+    "top_level_names",
+]
 
 _EXTENSIONS = (".so", ".pyd")
 _PARSING = threading.Lock()
@@ -136,6 +141,41 @@ def entrypoint_problem(entrypoint: str, roots: Sequence[Path], where: str) -> st
     return f"module {module} has no {head}{_close(head, names)}"
 
 
+def _package_dirs(source: Path, top: str) -> list[Path]:
+    """The folders setuptools' `[tool.setuptools.package-dir]` puts `top` (or every
+    package, through the "" key) in: `{"pkg": "lib/pkg"}` gives lib/, `{"": "code"}`
+    code/. A mapping to a folder named otherwise is left to the build."""
+    from shipyard import _toml
+
+    try:
+        data = _toml.loads((source / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    tool = data.get("tool")
+    setuptools = tool.get("setuptools") if isinstance(tool, dict) else None
+    mapping = setuptools.get("package-dir") if isinstance(setuptools, dict) else None
+    if not isinstance(mapping, dict):
+        return []
+    found = []
+    own = mapping.get(top)
+    if isinstance(own, str) and Path(own).name == top:
+        found.append((source / own).parent)
+    every = mapping.get("")
+    if isinstance(every, str):
+        found.append(source / every)
+    return found
+
+
+def own_entrypoint_problem(source: Path, entrypoint: str, where: str) -> str | None:
+    """`entrypoint_problem` for a module of the project at `source` (flat, src/ or
+    setuptools package-dir layout); None when the module is not the project's own
+    (a dependency's: the build checks it where it runs) or when it is there."""
+    top = entrypoint.partition(":")[0].split(".")[0]
+    folders = [*_package_dirs(source, top), source / "src", source]
+    roots = [r for r in folders if top in _modules(r)]
+    return entrypoint_problem(entrypoint, roots, where) if roots else None
+
+
 def check_own_entrypoints(manifest: Manifest) -> None:
     """Raise a ManifestError (exit 2, at each `entrypoint` value) for every binary whose
     entry point names a module of its own source (flat or src/ layout) that is not
@@ -149,11 +189,7 @@ def check_own_entrypoints(manifest: Manifest) -> None:
         if not binary.entrypoint or ":" not in binary.entrypoint:
             continue
         source = binary.source if binary.source.is_absolute() else manifest.root / binary.source
-        top = binary.entrypoint.partition(":")[0].split(".")[0]
-        roots = [r for r in (source / "src", source) if top in _modules(r)]
-        if not roots:
-            continue  # not the binary's own code: the build checks it where it runs
-        problem = entrypoint_problem(binary.entrypoint, roots, f"{name}'s source")
+        problem = own_entrypoint_problem(source, binary.entrypoint, f"{name}'s source")
         if problem:
             found.append((name, problem))
     if not found:

@@ -65,6 +65,13 @@ def test_what_is_missing_is_named_with_a_guess(site: Path, entrypoint: str, prob
     assert entrypoint_problem(entrypoint, [site], "the site") == problem
 
 
+def _check(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shipyard", "check"], cwd=cwd, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 def test_check_points_at_the_entrypoint_of_the_binarys_own_source(tmp_path: Path) -> None:
     app = tmp_path / "apps" / "tool"
     (app / "src" / "acme_tool").mkdir(parents=True)
@@ -80,10 +87,7 @@ def test_check_points_at_the_entrypoint_of_the_binarys_own_source(tmp_path: Path
 
     def check(entry: str) -> subprocess.CompletedProcess[str]:
         manifest.write_text(text.format(entry=entry))
-        return subprocess.run(
-            [sys.executable, "-m", "shipyard", "check"], cwd=tmp_path, capture_output=True,
-            text=True, timeout=60, check=False,
-        )  # fmt: skip
+        return _check(tmp_path)
 
     done = check("acme_tool._clii:main")
     assert done.returncode == 2
@@ -95,3 +99,33 @@ def test_check_points_at_the_entrypoint_of_the_binarys_own_source(tmp_path: Path
     assert check("acme_tool._cli:mian").returncode == 2
     # A module of a dependency (black here) is the build's to check: check passes.
     assert check("acme_tool._cli:main").returncode == 0
+
+
+def test_check_follows_setuptools_package_dir(tmp_path: Path) -> None:
+    """agent-framework's lab package maps each package to a folder of its own
+    (`"agent_framework_lab_lightning" = "lightning/agent_framework_lab_lightning"`): a
+    script naming a function the module lacks is caught by check, not first by the build."""
+    lab = tmp_path / "packages" / "lab"
+    (lab / "lightning" / "acme_lightning").mkdir(parents=True)
+    (lab / "lightning" / "acme_lightning" / "__init__.py").write_text("def run(): ...\n")
+    (lab / "code" / "acme_gaia").mkdir(parents=True)
+    (lab / "code" / "acme_gaia" / "__init__.py").write_text("def viewer_main(): ...\n")
+    (lab / "pyproject.toml").write_text(
+        '[project]\nname = "acme-lab"\nversion = "1"\n\n[tool.setuptools.package-dir]\n'
+        '"acme_lightning" = "lightning/acme_lightning"\n"" = "code"\n'
+    )
+    manifest = tmp_path / "binaries.yaml"
+
+    def check(entry: str) -> subprocess.CompletedProcess[str]:
+        manifest.write_text(
+            "schema: 1\nproject: {name: a, version: '1'}\nbinaries:\n"
+            f"  lab: {{source: packages/lab, entrypoint: '{entry}', outputs: [wheel]}}\n"
+        )
+        return _check(tmp_path)
+
+    done = check("acme_lightning:main")
+    assert done.returncode == 2
+    assert "acme_lightning:main: module acme_lightning has no main" in done.stderr, done.stderr
+    assert check("acme_lightning:run").returncode == 0
+    assert check("acme_gaia:viewer_main").returncode == 0
+    assert check("acme_gaia:viewer").returncode == 2  # through the "" mapping

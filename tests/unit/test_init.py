@@ -75,3 +75,30 @@ def test_a_workspace_with_dynamic_metadata_and_a_fixture_outside_it(
     }
     checked = _run(root, "check", env=env)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_a_script_naming_a_missing_function_is_left_out_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """As agent-framework's lab package declares `lightning = "..._lightning:main"`
+    with no main: init lists the other scripts and says why this one is not there, so
+    `check` passes on what init wrote."""
+    lab = tmp_path / "packages" / "lab"
+    (lab / "lightning" / "acme_lightning").mkdir(parents=True)
+    (lab / "lightning" / "acme_lightning" / "__init__.py").write_text("def run(): ...\n")
+    (lab / "pyproject.toml").write_text(
+        '[project]\nname = "acme-lab"\nversion = "1"\n\n'
+        '[project.scripts]\nlightning = "acme_lightning:main"\nrunner = "acme_lightning:run"\n\n'
+        '[tool.setuptools.package-dir]\n"acme_lightning" = "lightning/acme_lightning"\n'
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.uv.workspace]\nmembers = ["packages/*"]\n')
+    done = _run(tmp_path, "init")
+    assert done.returncode == 0, done.stderr
+    written = yaml.safe_load((tmp_path / "binaries.yaml").read_text())
+    assert sorted(written["binaries"]) == ["runner"]
+    assert (
+        "# not listed: packages/lab: script lightning = 'acme_lightning:main': "
+        "module acme_lightning has no main"
+    ) in (tmp_path / "binaries.yaml").read_text()
+    checked = _run(tmp_path, "check")
+    assert checked.returncode == 0, checked.stderr

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard.entrypoints import own_entrypoint_problem
 from shipyard.workspace import Project, Workspace
 
 __all__ = ["FirstManifest", "first_manifest"]
@@ -82,6 +83,11 @@ def first_manifest(workspace: Workspace, folder: Path) -> FirstManifest:
             match = _ENTRY.match(target)
             if not match:
                 skipped.append(f"{where}: script {script} = {target!r} is not module:function")
+                continue
+            entry = f"{match.group(1)}:{match.group(2)}"
+            problem = own_entrypoint_problem(project.root, entry, f"{where}")
+            if problem:  # a script that cannot run: `check` would refuse it
+                skipped.append(f"{where}: script {script} = {target!r}: {problem}")
                 continue
             name = _binary_name(script)
             if name in used or not _NAME.match(name):
