@@ -214,3 +214,42 @@ def test_an_sdist_that_builds_a_platform_wheel_is_refused_by_name(
     assert "cext-1.0-cp3" in said and "linux_x86_64.whl" in said
     assert "not for the binary's platforms" in said
     assert not list((tmp_path / "c").rglob("*.whl")), "a refused wheel is not cached"
+
+
+def test_a_manifest_above_the_workspace_of_its_binaries_is_refused_at_the_source(
+    tmp_path: Path,
+) -> None:
+    """binaries.yaml at the git top with the sources in python/, a uv workspace: its
+    uv.lock would silently not be read, so check says where binaries.yaml belongs."""
+    import subprocess
+    import sys
+
+    (tmp_path / ".git").mkdir()
+    python = tmp_path / "python"
+    _pyproject(python, _WORKSPACE)
+    _pyproject(python / "packages/cli", '[project]\nname = "cli"\nversion = "1"\n')
+    (tmp_path / "binaries.yaml").write_text(
+        "schema: 1\nproject: {name: acme, version: '1'}\nbinaries:\n"
+        "  cli: {source: python/packages/cli, entrypoint: 'cli:main'}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "shipyard", "check"], cwd=tmp_path, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert (
+        f"{tmp_path / 'binaries.yaml'}:4:17: binaries.cli.source: python/packages/cli is in "
+        "the uv workspace python/"
+    ) in done.stderr, done.stderr
+    assert "move binaries.yaml into python/" in done.stderr
+    # From the workspace's folder, the same binary is fine.
+    (python / "binaries.yaml").write_text(
+        "schema: 1\nproject: {name: acme, version: '1'}\nbinaries:\n"
+        "  cli: {source: packages/cli, entrypoint: 'cli:main'}\n"
+    )
+    (tmp_path / "binaries.yaml").unlink()
+    done = subprocess.run(
+        [sys.executable, "-m", "shipyard", "check"], cwd=python, capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr

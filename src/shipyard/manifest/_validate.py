@@ -463,6 +463,33 @@ def _declares_workspace(pyproject: Path) -> bool:
     return isinstance(uv, dict) and isinstance(uv.get("workspace"), dict)
 
 
+def _outside_its_workspace(
+    name: str, source: Path, root: Path, positions: Positions, problems: list[Problem]
+) -> None:
+    """A problem when the binary's source lies in a uv workspace below `root`: that
+    workspace's uv.lock and members would be read from the wrong root (silently, the
+    lock not at all), so binaries.yaml belongs in the workspace's folder."""
+    folder = source if source.is_absolute() else root / source
+    for candidate in (folder, *folder.parents):
+        if candidate == root or not candidate.is_relative_to(root):
+            return
+        if _declares_workspace(candidate / "pyproject.toml"):
+            rel = candidate.relative_to(root).as_posix()
+            key = ("binaries", name, "source")
+            problems.append(
+                Problem(
+                    positions.node(key).value,
+                    dotted(key),
+                    f"{folder.relative_to(root).as_posix()} is in the uv workspace {rel}/ "
+                    "(its pyproject.toml "
+                    "has [tool.uv.workspace]), whose uv.lock and members are read only "
+                    "from its own folder",
+                    f"move binaries.yaml into {rel}/ and make its paths relative to it",
+                )
+            )
+            return
+
+
 def workspace_root(manifest_dir: Path) -> Path:
     """The folder a manifest's paths, lock and dist/ belong to: the nearest folder from
     the manifest's own up to the git work tree's top whose pyproject.toml declares a uv
@@ -644,6 +671,8 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
         )
         for name, b in doc.binaries.items()
     }
+    for name, binary in binaries.items():
+        _outside_its_workspace(name, binary.source, root, positions, problems)
     if problems:  # those that hold across keys, found once the defaults are merged in
         raise ManifestError(_in_order(path, problems, {}, 0))
     pythons = tuple(doc.project.python)
