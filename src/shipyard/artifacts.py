@@ -18,6 +18,8 @@ Kinds:
   and the per-platform manifests, `metadata.installed` what each platform got.
 - ``image-layout``: every other file of that layout (``oci-layout``, blobs).
 - ``image-archive``: a ``docker load`` tarball of one platform.
+- ``test``: a passing test stage's JUnit XML; `binary` is its project, `platform`
+  ``any``.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = [
     "select",
 ]
 
-KINDS = ("wheel", "zipapp", "image", "image-layout", "image-archive")
+KINDS = ("wheel", "zipapp", "image", "image-layout", "image-archive", "test")
 ANY = "any"  # the platform of an artifact that runs on every platform of its action
 
 

@@ -32,10 +32,12 @@ __all__ = [
     "image_layout",
     "lock_file",
     "logs_dir",
+    "merged_results",
     "output_patterns",
     "platform_log",
     "release_dir",
     "report_file",
+    "stage_result",
     "staged_path",
     "temp_prefix",
     "trace_file",
@@ -116,6 +118,16 @@ def platform_log(dist: Path, kind: str, binary: str, platform: str) -> Path:
     return logs_dir(dist) / f"{kind}-{binary}-{_flat(platform)}.log"
 
 
+def stage_result(dist: Path, project: str, stage: str) -> Path:
+    """The JUnit XML of one test stage of `project`."""
+    return dist / "tests" / project / f"{stage}.xml"
+
+
+def merged_results(dist: Path) -> Path:
+    """The JUnit XML of every stage of the last `shipyard test`, merged, for CI test tabs."""
+    return dist / "test-results.xml"
+
+
 def wheel_file(dist: Path, name: str) -> Path:
     """A wheel, by the file name its PEP 517 backend chose."""
     return dist / "wheels" / name
@@ -163,6 +175,9 @@ def output_patterns(kind: str, binary: str | None) -> tuple[tuple[str, ...], ...
     """Glob patterns (path parts under dist/; a last `**` matches one or more parts)
     of every file the `kind` action of `binary` may write: what a cache restore allows."""
     name = glob.escape(binary) if binary else "*"
+    if kind == "test":  # `binary` is project/stage
+        project, _, stage = (binary or "*/*").partition("/")
+        return (("tests", glob.escape(project), f"{glob.escape(stage)}.xml"),)
     by_kind = {
         "wheel": (("wheels", "*.whl"),),
         "zipapp": (("zipapps", f"{name}-*.pyz"),),

@@ -151,8 +151,9 @@ def parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("schema", help="print the manifest's JSON Schema")
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
-    from shipyard.cli import _promote, _sign  # their own modules: argparse only until run
+    from shipyard.cli import _promote, _sign, _test  # their own modules: argparse only until run
 
+    _test.add_parser(sub, _common())
     _promote.add_parser(sub, _common())
     _sign.add_parsers(sub, _common())
     return top
@@ -242,6 +243,29 @@ def _print_plan(plan: Plan, as_json: bool) -> None:
         print(f"{action.id}{extra} ({action.source.relative_to(root)}){after}")
     for skip in plan.skips:
         print(f"skip {skip.binary}: {skip.reason}")
+
+
+def _plan_command(args: argparse.Namespace) -> int:
+    """`shipyard plan`: the build's actions, then every project's test stages."""
+    plan = _plan(args, _manifest(args, cached=True))
+    rows: list[dict[str, object]] = []
+    tests = None
+    if plan.workspace is not None and not getattr(args, "since", None):
+        from shipyard.cli._test import stage_rows
+        from shipyard.stages import TestSelection, plan_tests
+
+        tests = plan_tests(plan.manifest, plan.workspace, TestSelection())
+        rows = stage_rows(tests)
+    if args.json:
+        print(json.dumps({**plan.to_json(), "stages": rows}, indent=2))
+        return 0
+    _print_plan(plan, False)
+    if tests is not None and tests.plan.actions:
+        from shipyard.cli._test import print_stages
+
+        print("test stages (shipyard test):")
+        print_stages(tests, prefix="  ")
+    return 0
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -536,8 +560,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "affected":
         return _affected(args)
     if args.command == "plan":
-        _print_plan(_plan(args, _manifest(args, cached=True)), args.json)
-        return 0
+        return _plan_command(args)
+    if args.command == "test":
+        from shipyard.cli import _test
+
+        return _test.run(args, _manifest(args, cached=True))
     if args.command == "cache":
         return _cache(args)
     if args.command == "push":

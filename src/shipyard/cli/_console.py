@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from shipyard.engine.scheduler import Event, Result
@@ -24,8 +24,19 @@ def interactive(stream: TextIO) -> bool:
 class Display:
     """Progress while actions run, then a summary: rich on a terminal, plain lines otherwise."""
 
-    def __init__(self, stream: TextIO = sys.stderr, total: int = 0) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        total: int = 0,
+        *,
+        noun: str = "actions",
+        words: Mapping[str, str] | None = None,
+    ) -> None:
+        # The stderr of the moment (a test's capture), not the one at import.
+        stream = sys.stderr if stream is None else stream
         self.stream = stream
+        self.noun = noun
+        self.words = dict(words or {})
         self.live = interactive(stream)
         self.progress: Progress | None = None
         self.tasks: dict[str, TaskID] = {}
@@ -43,7 +54,7 @@ class Display:
                 console=self.console,
                 transient=True,
             )
-            self.overall = self.progress.add_task(f"0/{total} actions", total=total)
+            self.overall = self.progress.add_task(f"0/{total} {noun}", total=total)
             self.progress.start()
         self.total = total
         self.finished = 0
@@ -58,7 +69,8 @@ class Display:
             return
         self.finished += 1
         self._line(
-            f"{result.status:<7} {event.action.id} ({result.duration:.1f}s)"
+            f"{self.words.get(result.status, result.status):<7} {event.action.id} "
+            f"({result.duration:.1f}s)"
             + (f": {result.reason.splitlines()[0]}" if result.reason else "")
         )
         if self.progress:
@@ -69,7 +81,7 @@ class Display:
                 self.progress.update(
                     self.overall,
                     completed=self.finished,
-                    description=f"{self.finished}/{self.total} actions",
+                    description=f"{self.finished}/{self.total} {self.noun}",
                 )
 
     def _line(self, text: str) -> None:

@@ -19,6 +19,7 @@ from shipyard.manifest import (
     Binary,
     Image,
     Manifest,
+    Stage,
     Zipapp,
     did_you_mean,
 )
@@ -98,10 +99,17 @@ class Action:
     # a zipapp resolves for each, an image builds one per Python (see Image.variants).
     # Empty: the build context's one Python.
     pythons: tuple[str, ...] = ()
+    # A test stage (kind "test"): its name and its settings, defaults and binaries.yaml
+    # merged (see shipyard.stages).
+    stage: str = ""
+    test: Stage | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
-        """What names the action's log: its binaries, or its project (a library's wheel)."""
+        """What names the action's log: its binaries, its project (a library's wheel),
+        or its project and stage (a test stage)."""
+        if self.stage:
+            return (f"{self.project}-{self.stage}",)
         return self.binaries or (self.project,)
 
     def to_json(self, root: Path) -> dict[str, object]:
@@ -116,6 +124,8 @@ class Action:
         }
         if self.project:
             out["project"] = self.project
+        if self.stage:
+            out["stage"] = self.stage
         if self.pythons:
             out["pythons"] = list(self.pythons)
         return out

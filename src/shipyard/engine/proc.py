@@ -14,9 +14,12 @@ from pathlib import Path
 
 __all__ = [
     "INSTALLER_SETTINGS",
+    "StepTimeout",
     "installer_env",
     "is_secret",
     "run_logged",
+    "start_logged",
+    "stop",
     "terminate_all",
     "without_secrets",
 ]
@@ -121,33 +124,81 @@ def installer_env(env: Mapping[str, str]) -> dict[str, str]:
     return kept
 
 
+class StepTimeout(Exception):
+    """A step ran longer than it may: it and everything it started were ended."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"ran longer than {seconds:g}s and was stopped")
+        self.seconds = seconds
+
+
 def run_logged(
-    command: Sequence[str], log: Path, *, env: Mapping[str, str], cwd: Path | None = None
+    command: Sequence[str],
+    log: Path,
+    *,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    timeout: float | None = None,
 ) -> int:
     """Run `command` with stdout and stderr appended to `log`; return its exit code.
 
     The process is tracked so that an interrupted build can end it (see
-    terminate_all); once stopping, no new process starts.
+    terminate_all); once stopping, no new process starts. After `timeout`
+    seconds the step and every process it started are ended and StepTimeout is
+    raised.
     """
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as handle:
-        with _lock:
-            if _stopping.is_set():
-                return -2
-            process = subprocess.Popen(
-                list(command),
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=dict(env),
-                cwd=cwd,
-            )
-            _running.add(process)
+    process = start_logged(command, log, env=env, cwd=cwd)
+    if process is None:
+        return -2
+    try:
         try:
-            return process.wait()
-        finally:
-            with _lock:
-                _running.discard(process)
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            raise StepTimeout(timeout or 0.0) from None
+    finally:
+        with _lock:
+            _running.discard(process)
+
+
+def start_logged(
+    command: Sequence[str], log: Path, *, env: Mapping[str, str], cwd: Path | None = None
+) -> subprocess.Popen[bytes] | None:
+    """Start `command` with its output appended to `log`, tracked as `run_logged`'s
+    steps are (an interrupt ends it); None once the build is stopping. End it with
+    `stop`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as handle, _lock:
+        if _stopping.is_set():
+            return None
+        process = subprocess.Popen(
+            list(command),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            cwd=cwd,
+        )
+        _running.add(process)
+    return process
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """End `process` and every process it started (as `terminate_all` does), and stop
+    tracking it."""
+    tree = _hold(_descendants(process.pid))
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for fd in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+        os.close(fd)
+    with _lock:
+        _running.discard(process)
 
 
 def terminate_all(grace: float = 5.0) -> None:

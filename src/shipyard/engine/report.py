@@ -134,9 +134,21 @@ def write_report(
     ctx: BuildContext,
     build_seconds: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write dist/report.json atomically and return its path."""
+    """Write dist/report.json atomically and return its path.
+
+    A build and a `shipyard test` share the file: each replaces its own entries and
+    keeps the other's (the last build's outputs, which push reads, and the last test
+    run's stages)."""
     path = report_file(ctx.dist)
     data = report_json(plan, results, ctx, build_seconds)
+    testing = {r.action.kind == "test" for r in results}
+    if len(testing) == 1:
+        kept = [
+            a
+            for a in _actions(path) or []
+            if isinstance(a, dict) and (a.get("kind") == "test") not in testing
+        ]
+        data["actions"] = kept + data["actions"] if testing == {True} else data["actions"] + kept
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     # Not fsynced: rewritten by every build, and one a power cut empties reads as "no
     # report" (push and release then ask for a build, which restores from the cache).

@@ -14,11 +14,15 @@ from shipyard.manifest._types import (
     Image,
     Manifest,
     Project,
+    Service,
     SizeBudget,
+    Stage,
+    Tests,
     Variant,
     Zipapp,
     did_you_mean,
     find_manifest,
+    parse_duration,
     parse_size,
 )
 
@@ -32,7 +36,10 @@ __all__ = [
     "Image",
     "Manifest",
     "Project",
+    "Service",
     "SizeBudget",
+    "Stage",
+    "Tests",
     "Variant",
     "Zipapp",
     "did_you_mean",
@@ -40,14 +47,18 @@ __all__ = [
     "json_schema",
     "load_manifest",
     "locate",
+    "parse_duration",
     "parse_size",
 ]
 
 
-def locate(manifest: Manifest, *keys: tuple[str | int, ...]) -> list[Location]:
+def locate(
+    manifest: Manifest, *keys: tuple[str | int, ...], at_key: bool = False
+) -> list[Location]:
     """Where each key path (("project", "python"), say) is written in the manifest's file:
     the value, else its nearest written parent; 1:1 when the file cannot be read again.
-    For checks that run after loading and point at the key they judge."""
+    For checks that run after loading and point at the key they judge; `at_key`:
+    where the key itself is written (a name that is wrong)."""
     from shipyard.errors import ShipyardError
     from shipyard.manifest._yaml import load_yaml
 
@@ -55,7 +66,7 @@ def locate(manifest: Manifest, *keys: tuple[str | int, ...]) -> list[Location]:
         _, positions = load_yaml(manifest.path, manifest.path.read_bytes(), keep_going=True)
     except (OSError, ValueError, ShipyardError):
         return [Location(manifest.path, 1, 1) for _ in keys]
-    return [positions.node(key).value for key in keys]
+    return [positions.node(key).key if at_key else positions.node(key).value for key in keys]
 
 
 def json_schema() -> dict[str, Any]:

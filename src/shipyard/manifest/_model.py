@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Annotated, Literal
 
 from packaging.version import InvalidVersion, Version
@@ -17,7 +18,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS, parse_size
+from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS, parse_duration, parse_size
 from shipyard.oci.basespec import parse_base
 
 __all__ = [
@@ -30,7 +31,10 @@ __all__ = [
     "ImageDoc",
     "ManifestDoc",
     "ProjectDoc",
+    "ServiceDoc",
     "SizeDoc",
+    "StageDoc",
+    "TestsDoc",
     "VariantDoc",
     "ZipappDoc",
 ]
@@ -168,7 +172,39 @@ def _size(value: str) -> str:
     return value
 
 
+def _command(value: str) -> str:
+    _one_line(value)
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:  # an unclosed quote
+        raise ValueError(
+            f"{exc}: close the quote (the command is split as a shell would)"
+        ) from None
+    if not words:
+        raise ValueError("write a command, e.g. python -m pytest")
+    return value
+
+
+def _duration(value: str | int) -> str | int:
+    parse_duration(value)  # its ValueError names the fix
+    return value
+
+
 Tag = Annotated[str, AfterValidator(_tag)]
+Command = Annotated[str, AfterValidator(_command)]
+Duration = Annotated[
+    str | int,
+    AfterValidator(_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?(s|m|h)$"},
+                {"type": "integer", "minimum": 1},
+            ],
+            "description": "seconds, or a number with s, m or h: 90, 90s, 10m, 1h",
+        }
+    ),
+]
 Size = Annotated[str, AfterValidator(_size)]
 Hub = Annotated[str, AfterValidator(_hub)]
 BaseImage = Annotated[str, AfterValidator(_base)]
@@ -290,6 +326,62 @@ class BinaryDoc(_Strict):
     size: SizeDoc | None = None
 
 
+StageName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+GroupName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")]
+
+
+class ServiceDoc(_Strict):
+    """A process an integration stage needs running first: started before the stage,
+    ready when `ready` succeeds, stopped after it."""
+
+    name: Name = Field(description="Its name; its port is in $<NAME>_PORT (upper case, _ for -)")
+    start: Command = Field(
+        description="Command that runs the service in the foreground; {port} is a free "
+        "loopback port shipyard chose for it"
+    )
+    ready: Command | None = Field(
+        None,
+        description="Command run until it exits 0 (default: until 127.0.0.1:{port} accepts "
+        "a connection)",
+    )
+    timeout: Duration | None = Field(None, description="How long it may take to be ready (30s)")
+    env: dict[EnvName, Text] | None = Field(None, description="Environment of the service")
+
+
+class StageDoc(_Strict):
+    """One test stage: a command run in the project's folder, in an environment made
+    from the lock (the project, its in-repo libraries and `groups`)."""
+
+    command: Command | None = Field(
+        None, description="Split as a shell would, run without one, e.g. python -m pytest"
+    )
+    groups: list[GroupName] | None = Field(
+        None, description="Dependency groups to install (default: uv's default groups, dev)"
+    )
+    env: dict[EnvName, Text] | None = Field(None, description="Environment of the command")
+    timeout: Duration | None = Field(None, description="Longest the stage may run (30m)")
+    services: list[ServiceDoc] | None = Field(
+        None, description="Processes started first and stopped after (integration)"
+    )
+
+
+StageEntry = StageDoc | Literal[False]
+
+
+class TestsDoc(_Strict):
+    """The test stages of the repository's projects (`shipyard test`): defaults for
+    every project, overrides per project; `false` turns a stage or a project off."""
+
+    stages: dict[StageName, StageEntry] | None = Field(
+        None,
+        description="Stages of every project, merged over the defaults shipyard finds "
+        "(lint: ruff when configured; unit and integration: pytest when there are tests)",
+    )
+    projects: dict[Name, dict[StageName, StageEntry] | Literal[False]] | None = Field(
+        None, description="Per project (its name in pyproject.toml): stage keys merged over those"
+    )
+
+
 PYTHON_PATTERN = r"^3\.[0-9]{1,2}$"
 PythonVersion = Annotated[str, StringConstraints(pattern=PYTHON_PATTERN)]
 _PYTHON_SCHEMA = {
@@ -375,3 +467,4 @@ class ManifestDoc(_Strict):
         default_factory=dict, description="Named selections of binaries (or other groups)"
     )
     binaries: dict[Name, BinaryDoc] = Field(min_length=1)
+    tests: TestsDoc | None = None

@@ -90,6 +90,67 @@ def parse_size(text: str) -> int:
     return int(float(found.group(1)) * unit)
 
 
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m|h)")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(value: str | int) -> float:
+    """Seconds in a duration: an integer of seconds, or `90s`, `10m`, `1.5h`. ValueError
+    names the fix."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    found = _DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
+    if found is None or float(found.group(1)) <= 0:
+        raise ValueError("write a duration such as 90 (seconds), 90s, 10m or 1h")
+    return float(found.group(1)) * _DURATION_UNITS[found.group(2)]
+
+
+@dataclass(frozen=True)
+class Service:
+    """A process a test stage needs running: `start` runs it (with `{port}`, a free
+    loopback port), `ready` says when it is up (None: the port accepts connections)."""
+
+    name: str
+    start: str
+    ready: str | None = None
+    timeout: float = 30.0
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage's settings as binaries.yaml writes them (None: not said there)."""
+
+    command: str | None = None
+    groups: tuple[str, ...] | None = None
+    env: Mapping[str, str] | None = None
+    timeout: float | None = None
+    services: tuple[Service, ...] | None = None
+
+    def over(self, base: Stage) -> Stage:
+        """These settings with `base`'s filling what these do not say."""
+        return Stage(
+            self.command if self.command is not None else base.command,
+            self.groups if self.groups is not None else base.groups,
+            self.env if self.env is not None else base.env,
+            self.timeout if self.timeout is not None else base.timeout,
+            self.services if self.services is not None else base.services,
+        )
+
+
+# A stage's entry: its settings, or None where binaries.yaml turns it off (`false`).
+StageEntry = Stage | None
+
+
+@dataclass(frozen=True)
+class Tests:
+    """The manifest's `tests:` section: stages of every project, and per project (a
+    project mapped to None is off)."""
+
+    stages: Mapping[str, StageEntry] = field(default_factory=dict)
+    projects: Mapping[str, Mapping[str, StageEntry] | None] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class SizeBudget:
     """The allowed size of one output kind, in bytes (None: no limit that way)."""
@@ -220,6 +281,7 @@ class Manifest:
     project: Project
     binaries: Mapping[str, Binary]
     groups: Mapping[str, tuple[str, ...]]
+    tests: Tests = field(default_factory=Tests)
 
 
 def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
@@ -246,6 +308,63 @@ def find_manifest(start: Path) -> Path:
     )
 
 
+def _stage_to_json(stage: StageEntry) -> dict[str, Any] | None:
+    if stage is None:
+        return None
+    return {
+        "command": stage.command,
+        "groups": None if stage.groups is None else list(stage.groups),
+        "env": None if stage.env is None else dict(stage.env),
+        "timeout": stage.timeout,
+        "services": None
+        if stage.services is None
+        else [{**vars(s), "env": dict(s.env)} for s in stage.services],
+    }
+
+
+def _stage_from_json(data: Mapping[str, Any] | None) -> StageEntry:
+    if data is None:
+        return None
+    services = data["services"]
+    return Stage(
+        data["command"],
+        None if data["groups"] is None else tuple(data["groups"]),
+        None if data["env"] is None else types.MappingProxyType(dict(data["env"])),
+        data["timeout"],
+        None
+        if services is None
+        else tuple(
+            Service(**{**s, "env": types.MappingProxyType(dict(s["env"]))}) for s in services
+        ),
+    )
+
+
+def tests_to_json(tests: Tests) -> dict[str, Any]:
+    """A JSON-ready form of the `tests:` section."""
+    return {
+        "stages": {k: _stage_to_json(v) for k, v in tests.stages.items()},
+        "projects": {
+            p: None if stages is None else {k: _stage_to_json(v) for k, v in stages.items()}
+            for p, stages in tests.projects.items()
+        },
+    }
+
+
+def tests_from_json(data: Mapping[str, Any]) -> Tests:
+    """The inverse of tests_to_json."""
+    return Tests(
+        types.MappingProxyType({k: _stage_from_json(v) for k, v in data["stages"].items()}),
+        types.MappingProxyType(
+            {
+                p: None
+                if stages is None
+                else types.MappingProxyType({k: _stage_from_json(v) for k, v in stages.items()})
+                for p, stages in data["projects"].items()
+            }
+        ),
+    )
+
+
 def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
     """A JSON-ready form of a validated manifest (for the manifest cache)."""
     return {
@@ -253,6 +372,7 @@ def manifest_to_json(manifest: Manifest) -> dict[str, Any]:
         "root": str(manifest.root),
         "project": {**vars(manifest.project), "pythons": list(manifest.project.pythons)},
         "groups": {k: list(v) for k, v in manifest.groups.items()},
+        "tests": tests_to_json(manifest.tests),
         "binaries": {
             name: {
                 "source": str(b.source),
@@ -332,4 +452,5 @@ def manifest_from_json(data: Mapping[str, Any]) -> Manifest:
         project=Project(**data["project"]),
         binaries=types.MappingProxyType(binaries),
         groups=types.MappingProxyType({k: tuple(v) for k, v in data["groups"].items()}),
+        tests=tests_from_json(data["tests"]) if "tests" in data else Tests(),
     )

@@ -8,7 +8,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,6 +20,8 @@ from shipyard.manifest._model import (
     ImageDoc,
     ManifestDoc,
     SizeDoc,
+    StageDoc,
+    TestsDoc,
     ZipappDoc,
 )
 from shipyard.manifest._references import (
@@ -37,10 +39,15 @@ from shipyard.manifest._types import (
     Image,
     Manifest,
     Project,
+    Service,
     SizeBudget,
+    Stage,
+    StageEntry,
+    Tests,
     Variant,
     Zipapp,
     did_you_mean,
+    parse_duration,
     parse_size,
 )
 from shipyard.manifest._yaml import KeyPath, Positions, load_yaml
@@ -174,6 +181,32 @@ def _problem_for(error: Any, positions: Positions) -> Problem:
         hint = f'quote it: "{written}"' if written and len(written) <= 40 else "quote it"
     where = node.key if isinstance(value, dict | list) and not positions.has(loc) else node.value
     return Problem(where, dotted(loc), f"{message}, got {type(value).__name__}", hint)
+
+
+# pydantic names the branch of a union an error came from in its location: the stage
+# entries of `tests:` are a mapping or `false`.
+_BRANCHES = ("StageDoc", "literal[False]")
+
+
+def _unbranched(errors: list[Any]) -> list[Any]:
+    """Errors from inside a union (a test stage's mapping or `false`) as errors of the
+    key itself: the branch names left out of the location, and the `false` branch
+    said only as the hint of a value that is no mapping."""
+    out: list[Any] = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        if not any(p in _BRANCHES or str(p).startswith("dict[") for p in loc):
+            out.append(error)
+            continue
+        if loc[-1] == "literal[False]":
+            continue  # the mapping branch's error says it, with this hint
+        plain = tuple(p for p in loc if p not in _BRANCHES and not str(p).startswith("dict["))
+        fixed = {**error, "loc": plain}
+        if error["type"] in ("model_type", "dict_type"):
+            fixed["type"] = "value_error"
+            fixed["ctx"] = {"error": "write a mapping of its keys, or false to turn it off"}
+        out.append(fixed)
+    return out
 
 
 def _problems(errors: list[Any], positions: Positions) -> tuple[list[Problem], int]:
@@ -632,7 +665,11 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
         errors: list[Any] = []
     except ValidationError as exc:
         doc = None
-        errors = [e for e in exc.errors(include_url=False) if not _under(tuple(e["loc"]), spoilt)]
+        errors = [
+            e
+            for e in _unbranched(exc.errors(include_url=False))
+            if not _under(tuple(e["loc"]), spoilt)
+        ]
     problems = [problem for _, problem in found]
     schema_problems, unread = _problems(errors, positions)
     problems += schema_problems
@@ -685,7 +722,53 @@ def validate(path: Path, data: bytes, env: Mapping[str, str]) -> Manifest:
         doc.project.tag_prefix,
     )
     return Manifest(
-        path, root, project, types.MappingProxyType(binaries), types.MappingProxyType(groups)
+        path,
+        root,
+        project,
+        types.MappingProxyType(binaries),
+        types.MappingProxyType(groups),
+        _tests(doc.tests),
+    )
+
+
+def _stage(doc: StageDoc | Literal[False]) -> StageEntry:
+    if doc is False:
+        return None
+    services = None
+    if doc.services is not None:
+        services = tuple(
+            Service(
+                s.name,
+                s.start,
+                s.ready,
+                parse_duration(s.timeout) if s.timeout is not None else 30.0,
+                types.MappingProxyType(dict(s.env or {})),
+            )
+            for s in doc.services
+        )
+    return Stage(
+        doc.command,
+        tuple(doc.groups) if doc.groups is not None else None,
+        types.MappingProxyType(dict(doc.env)) if doc.env is not None else None,
+        parse_duration(doc.timeout) if doc.timeout is not None else None,
+        services,
+    )
+
+
+def _tests(doc: TestsDoc | None) -> Tests:
+    """The `tests:` section as settings (no section: no settings, the defaults rule)."""
+    if doc is None:
+        return Tests()
+    projects: dict[str, Mapping[str, StageEntry] | None] = {}
+    for name, stages in (doc.projects or {}).items():
+        projects[name] = (
+            None
+            if stages is False
+            else types.MappingProxyType({k: _stage(v) for k, v in stages.items()})
+        )
+    return Tests(
+        types.MappingProxyType({k: _stage(v) for k, v in (doc.stages or {}).items()}),
+        types.MappingProxyType(projects),
     )
 
 

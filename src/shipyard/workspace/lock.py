@@ -226,6 +226,37 @@ class Lock:
         text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def groups(self, key: str, roots: Sequence[str] = ()) -> tuple[str, tuple[str, ...]]:
+        """What the dependency groups of `key` (and of the in-repo packages `roots`, say
+        the workspace's root project, whose groups uv installs with a member's) bring:
+        the sha256 of their locked tables with each package's run-time slice, and the
+        in-repo packages they name. ('', ()) when none has a group."""
+        rows: list[object] = []
+        in_repo: set[str] = set()
+        for owner in (canonicalize_name(key), *(canonicalize_name(r) for r in roots)):
+            package = self.member(owner)
+            groups = package.get("dev-dependencies", {}) if package else {}
+            if not isinstance(groups, dict):
+                continue
+            for group, deps in sorted(groups.items()):
+                for dep in deps if isinstance(deps, list) else []:
+                    if not isinstance(dep, dict):
+                        continue
+                    target = self._target(owner, dep)
+                    name = canonicalize_name(target["name"])
+                    extras = sorted(str(e) for e in dep.get("extra", []))
+                    if self._in_repo(target):
+                        in_repo.add(name)
+                    rows.append(
+                        [owner, group, name, str(target.get("version", "")),
+                         _source_text(target.get("source", {})), list(_hashes(target)),
+                         self.slice_digest(name, extras)]
+                    )  # fmt: skip
+        if not rows:
+            return "", ()
+        text = json.dumps(rows, separators=(",", ":"), ensure_ascii=True, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest(), tuple(sorted(in_repo - {key}))
+
 
 def _hashes(package: dict[str, Any]) -> tuple[str, ...]:
     files = [package.get("sdist") or {}, *package.get("wheels", [])]

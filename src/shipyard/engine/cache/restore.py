@@ -97,6 +97,8 @@ class Declared:
         kind = artifact.kind == action.kind or artifact.kind.startswith(action.kind + "-")
         if action.kind == "wheel":
             return kind and not artifact.binary
+        if action.kind == "test":
+            return kind and artifact.binary == action.project and artifact.platform == ANY
         platform = artifact.platform == ANY or artifact.platform in action.platforms
         return kind and platform and artifact.binary in action.binaries
 
@@ -126,6 +128,8 @@ def declared_outputs(action: Action, ctx: BuildContext) -> Declared:
     except ValueError:
         return Declared(())  # outputs outside the checkout: none is restored
     binary = action.binaries[0] if action.binaries else None
+    if action.kind == "test":
+        binary = f"{action.project}/{action.stage}"
     return Declared(tuple((*dist, *p) for p in output_patterns(action.kind, binary)), action)
 
 
