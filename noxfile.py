@@ -7,6 +7,8 @@ import tempfile
 
 import nox
 
+from shipyard.nox import stages
+
 nox.options.sessions = ["test"]
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.error_on_missing_interpreters = True
@@ -127,3 +129,9 @@ def reliability(session: nox.Session) -> None:
     }
     session.run("pytest", "-m", "reliability", "tests", *session.posargs, env=env)
     session.run("python", "scripts/reliability_report.py", log, "docs/reliability.md")
+
+
+# The example suite's own test stages through `shipyard test` (binaries.yaml's tests:
+# section): examples-lint, examples-unit, examples-integration, examples-test (all).
+# They run in environments shipyard makes from the example projects, not in a nox venv.
+stages(prefix="examples-", names=("lint", "unit", "integration"))

@@ -38,6 +38,7 @@ __all__ = [
     "promote",
     "push",
     "release",
+    "test",
 ]
 
 # The one line invoke shows for each task in `invoke --list`.
@@ -50,6 +51,7 @@ _SUMMARY = {
     "release": "Preflight, build, validate, stage, publish and verify a release.",
     "promote": "Copy a staged release by digest from its staging hub to the final hubs.",
     "affected": "List the binaries whose inputs changed since a git reference.",
+    "test": "Run the projects' test stages (lint, typecheck, unit, integration), cached.",
 }
 # invoke's one-letter flags: the CLI's own (-f, -j) first, then these, in this order,
 # each the first letter still free in its task (the letters the hand-written tasks
@@ -99,6 +101,8 @@ def options(command: str) -> tuple[Option, ...]:
     for action in _command_parser(command)._actions:
         if isinstance(action, argparse._HelpAction):
             continue
+        if not action.option_strings and action.nargs == "*":
+            continue  # `shipyard test -- ARGS`: the stage commands' own, not the task's
         longs = [s for s in action.option_strings if s.startswith("--")]
         if not longs:
             raise ValueError(f"shipyard {command}: {action.dest} has no --flag for invoke")
@@ -206,5 +210,6 @@ push = CommandTask("push")
 release = CommandTask("release")
 affected = CommandTask("affected")
 promote = CommandTask("promote")
+test = CommandTask("test")
 
-ns = Collection(build, plan, check, clean, push, release, affected, promote)
+ns = Collection(build, plan, check, clean, push, release, affected, promote, test)
