@@ -18,7 +18,7 @@ makes each stage's environment from the lock.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import nox
 
@@ -69,7 +69,7 @@ def split_posargs(posargs: Sequence[str]) -> tuple[list[str], list[str]]:
     return options, list(posargs[index:])
 
 
-def _session(stage: str | None, *options: str) -> object:
+def _session(stage: str | None, *options: str) -> Callable[[nox.Session], None]:
     def run(session: nox.Session) -> None:
         own, rest = split_posargs(session.posargs)
         command = [sys.executable, "-m", "shipyard", "test", *options]
@@ -92,8 +92,8 @@ def stages(
     `["-f", "examples/binaries.yaml"]`)."""
     for name in names:
         body = _session(name, *options)
-        body.__doc__ = f"shipyard test --stage {name}: every project's {name} stage"  # type: ignore[attr-defined]
-        nox.session(name=prefix + name, python=False)(body)  # type: ignore[call-overload]
+        body.__doc__ = f"shipyard test --stage {name}: every project's {name} stage"
+        nox.session(name=prefix + name, python=False)(body)
     every = _session(None, *options)
-    every.__doc__ = "shipyard test: every stage of every project, cached by their inputs"  # type: ignore[attr-defined]
-    nox.session(name=prefix + all_name, python=False)(every)  # type: ignore[call-overload]
+    every.__doc__ = "shipyard test: every stage of every project, cached by their inputs"
+    nox.session(name=prefix + all_name, python=False)(every)
