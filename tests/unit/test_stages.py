@@ -369,6 +369,15 @@ def test_defaults_come_from_the_project(tmp_path: Path, capsys: pytest.CaptureFi
         'binaries:\n  tool: {source: apps/tool, entrypoint: "acme_tool:main"}\n'
     )
     (root / "ruff.toml").write_text("line-length = 100\n")
+    core = root / "libs/core/pyproject.toml"  # no testpaths: pytest is pointed at tests/
+    core.write_text(core.read_text().replace('testpaths = ["tests"]\n', ""))
+    # The workspace's root project holds the others: no stages of its own by default.
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "acme-root"\nversion = "0"\nrequires-python = ">=3.11"\n'
+        "[tool.uv]\npackage = false\n" + (root / "pyproject.toml").read_text()
+    )
+    (root / "tests").mkdir()
+    (root / "tests/test_everything.py").write_text(OTHER_TEST)
     (root / "libs/core/mypy.ini").write_text("[mypy]\nstrict = True\n")
     shutil.rmtree(root / "apps/other/tests")
     other = root / "apps/other/pyproject.toml"
@@ -382,7 +391,7 @@ def test_defaults_come_from_the_project(tmp_path: Path, capsys: pytest.CaptureFi
     assert found == {
         "test:acme-core:lint": ("ruff check .", "default"),
         "test:acme-core:typecheck": ("python -m mypy .", "default"),
-        "test:acme-core:unit": ('python -m pytest -m "not integration"', "default"),
+        "test:acme-core:unit": ('python -m pytest -m "not integration" tests', "default"),
         "test:acme-other:lint": ("ruff check .", "default"),
         "test:acme-tool:lint": ("ruff check .", "default"),
         "test:acme-tool:unit": ('python -m pytest -m "not integration"', "default"),
@@ -404,3 +413,32 @@ def test_a_build_and_a_test_run_keep_each_others_report_entries(repo: Path, tmp_
     assert main(["-f", str(repo / "binaries.yaml"), "build", "--cache-dir", str(cache)]) == 0
     kinds = [a["kind"] for a in json.loads((repo / "dist/report.json").read_text())["actions"]]
     assert "wheel" in kinds and kinds.count("test") == 2
+
+
+def test_requirements_files_go_into_the_stage_environment(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tox-style test requirements: `-r` files read from the workspace root."""
+    manifest = repo / "binaries.yaml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            "  projects:\n",
+            "  projects:\n    acme-other:\n      unit:\n"
+            '        command: python -c "import acme_core; assert acme_core.double(1) == 2"\n'
+            "        requirements: [test-requirements.txt]\n",
+        )
+    )
+    (repo / "apps/other/test-requirements.txt").write_text("-e libs/core\n")
+    cache = tmp_path / "cache"
+    assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 0
+    assert _report(repo)["test:acme-other:unit"]["status"] == "built"
+    # The file is an input: another line in it, another key.
+    (repo / "apps/other/test-requirements.txt").write_text("-e libs/core\n# pinned\n")
+    assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 0
+    assert _report(repo)["test:acme-other:unit"]["status"] == "built"
+    (repo / "apps/other/test-requirements.txt").unlink()
+    capsys.readouterr()
+    assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 2  # bad input
+    err = capsys.readouterr().err
+    assert "test-requirements.txt: no such requirements file for the unit stage" in err
+    assert "tests.projects.acme-other.unit.requirements" in err

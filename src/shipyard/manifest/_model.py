@@ -359,6 +359,12 @@ class StageDoc(_Strict):
         None, description="Dependency groups to install (default: uv's default groups, dev)"
     )
     env: dict[EnvName, Text] | None = Field(None, description="Environment of the command")
+    requirements: list[Line] | None = Field(
+        None,
+        description="Requirements files, relative to the project's folder, installed into "
+        "the stage's environment after the lock's packages (tox's deps = -r FILE); read "
+        "from the workspace root, as tox reads them",
+    )
     timeout: Duration | None = Field(None, description="Longest the stage may run (30m)")
     services: list[ServiceDoc] | None = Field(
         None, description="Processes started first and stopped after (integration)"

@@ -126,6 +126,7 @@ class Stage:
     env: Mapping[str, str] | None = None
     timeout: float | None = None
     services: tuple[Service, ...] | None = None
+    requirements: tuple[str, ...] | None = None
 
     def over(self, base: Stage) -> Stage:
         """These settings with `base`'s filling what these do not say."""
@@ -135,6 +136,7 @@ class Stage:
             self.env if self.env is not None else base.env,
             self.timeout if self.timeout is not None else base.timeout,
             self.services if self.services is not None else base.services,
+            self.requirements if self.requirements is not None else base.requirements,
         )
 
 
@@ -319,6 +321,7 @@ def _stage_to_json(stage: StageEntry) -> dict[str, Any] | None:
         "services": None
         if stage.services is None
         else [{**vars(s), "env": dict(s.env)} for s in stage.services],
+        "requirements": None if stage.requirements is None else list(stage.requirements),
     }
 
 
@@ -336,6 +339,7 @@ def _stage_from_json(data: Mapping[str, Any] | None) -> StageEntry:
         else tuple(
             Service(**{**s, "env": types.MappingProxyType(dict(s["env"]))}) for s in services
         ),
+        None if data.get("requirements") is None else tuple(data["requirements"]),
     )
 
 

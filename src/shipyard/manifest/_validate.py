@@ -752,6 +752,7 @@ def _stage(doc: StageDoc | Literal[False]) -> StageEntry:
         types.MappingProxyType(dict(doc.env)) if doc.env is not None else None,
         parse_duration(doc.timeout) if doc.timeout is not None else None,
         services,
+        tuple(doc.requirements) if doc.requirements is not None else None,
     )
 
 

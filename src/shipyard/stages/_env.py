@@ -36,6 +36,9 @@ def env_dir(action: Action, ctx: BuildContext) -> Path:
     assert ctx.workspace is not None and action.test is not None
     groups = action.test.groups
     name = action.project + ("+" + "+".join(groups) if groups else "")
+    if action.test.requirements:
+        files = "\0".join(action.test.requirements).encode()
+        name += "+r" + hashlib.sha256(files).hexdigest()[:8]
     return ctx.workspace.root / ENVS / name
 
 
@@ -75,11 +78,33 @@ def environment(action: Action, ctx: BuildContext, log: Path) -> Path:
             command = [_uv(), "sync", "--frozen", "--package", name, "--python", python]
             for group in action.test.groups or ():
                 command += ["--group", group]
+            files = _requirement_files(action)
+            if files:  # installed over the lock's packages below: keep them on the next sync
+                command.append("--inexact")
             env["UV_PROJECT_ENVIRONMENT"] = str(where)
             _run(command, log, env, workspace.root, f"uv sync of {action.project}")
+            if files:
+                pip = [_uv(), "pip", "install", "--python", str(where / "bin" / "python")]
+                for file in files:
+                    pip += ["-r", str(file)]
+                _run(pip, log, env, workspace.root, f"installing {action.project}'s requirements")
         else:
             _unlocked(action, ctx, where, python, env, log)
     return where
+
+
+def _requirement_files(action: Action) -> list[Path]:
+    """The stage's requirements files, each checked to exist."""
+    assert action.test is not None
+    files = [action.source / name for name in action.test.requirements or ()]
+    for file in files:
+        if not file.is_file():
+            raise UsageError(
+                f"{file}: no such requirements file for the {action.stage} stage of "
+                f"{action.project}; add it, or set tests.projects.{action.project}."
+                f"{action.stage}.requirements in binaries.yaml"
+            )
+    return files
 
 
 def _run(command: list[str], log: Path, env: Mapping[str, str], cwd: Path, what: str) -> None:
@@ -111,6 +136,9 @@ def _unlocked(
     for folder in folders:
         digest.update(str(folder).encode() + b"\0" + (folder / "pyproject.toml").read_bytes())
     digest.update("\0".join(groups).encode())
+    files = _requirement_files(action)
+    for file in files:
+        digest.update(str(file).encode() + b"\0" + file.read_bytes())
     marker = where / _MARKER
     try:
         if marker.read_text() == digest.hexdigest() and (where / "bin" / "python").exists():
@@ -125,6 +153,9 @@ def _unlocked(
         command += ["-e", str(folder)]
     for group in groups:
         command += ["--group", f"{project.pyproject}:{group}"]
-    _run(command, log, env, project.root, f"installing {project.key} into its test environment")
+    for file in files:
+        command += ["-r", str(file)]
+    # From the workspace root: a requirements file's relative paths are read from there.
+    _run(command, log, env, workspace.root, f"installing {project.key} into its test environment")
     atomic_write(marker, digest.hexdigest().encode(), durable=False)
     os.utime(where)

@@ -70,6 +70,16 @@ def _shared_config(action: Action, ctx: BuildContext) -> dict[str, str]:
     return found
 
 
+def _requirements(action: Action) -> dict[str, str | None]:
+    """The stage's requirements files by name, each its sha256 (None: missing)."""
+    assert action.test is not None
+    found: dict[str, str | None] = {}
+    for name in action.test.requirements or ():
+        path = action.source / name
+        found[name] = _sha256(path) if path.is_file() else None
+    return found
+
+
 def _settings(stage: Stage) -> dict[str, Value]:
     return {
         "command": stage.command,
@@ -122,6 +132,7 @@ class StageRunner:
             "config": _shared_config(action, ctx),
             "lock": lock,
             "settings": _settings(action.test),
+            "requirements": _requirements(action),
             "args": list(self.args),
             "python": action.pythons[0] if action.pythons else ctx.python,
             "platform": f"{sys.platform}-{platform.machine()}",

@@ -144,7 +144,8 @@ def plan_tests(manifest: Manifest, workspace: Workspace, selection: TestSelectio
                 )
             )
     plan = Plan(manifest, (), tuple(actions), (), workspace)
-    return TestPlan(plan, found, reasons)
+    tested = {a.project for a in actions}
+    return TestPlan(plan, found, {k: v for k, v in reasons.items() if k in tested})
 
 
 def _above(workspace: Workspace, key: str) -> list[str]:

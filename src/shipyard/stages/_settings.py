@@ -9,7 +9,8 @@ above it up to the workspace root give a `lint` stage; mypy's (`[tool.mypy]`,
 split into `unit` and `integration` when the project's pytest settings declare an
 `integration` marker. binaries.yaml's `tests.stages` are merged over those for
 every project, then `tests.projects.<name>` over that; `false` turns a stage (or a
-whole project) off.
+whole project) off. A project whose folder holds other projects (a workspace's root
+project) has only the stages `tests.projects.<name>` gives it.
 """
 
 from __future__ import annotations
@@ -114,12 +115,17 @@ def _detected(project: Project, top: Path) -> dict[str, Stage]:
         split = isinstance(markers, list) and any(
             isinstance(m, str) and _INTEGRATION_MARKER.match(m) for m in markers
         )
+        # Without testpaths of its own, pytest is pointed at the test folder, as tox
+        # configurations do: a benchmarks/ or scripts/ folder beside it is not collected.
+        where = ""
+        if _tool(pytest_settings or {}, "testpaths") is None:
+            where = next((f" {n}" for n in _TEST_DIRS if (project.root / n).is_dir()), "")
         if split:
-            found["unit"] = Stage('python -m pytest -m "not integration"')
+            found["unit"] = Stage(f'python -m pytest -m "not integration"{where}')
             if _marks_integration(project.root):
-                found["integration"] = Stage("python -m pytest -m integration")
+                found["integration"] = Stage(f"python -m pytest -m integration{where}")
         else:
-            found["unit"] = Stage("python -m pytest")
+            found["unit"] = Stage(f"python -m pytest{where}")
     return found
 
 
@@ -155,13 +161,20 @@ def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -
     own = tests.projects.get(project.key, {})
     if own is None:  # `<project>: false`
         return []
-    detected = _detected(project, workspace.root)
-    names = [*STAGES, *sorted((set(tests.stages) | set(own)) - set(STAGES))]
+    # A project that holds the others (a workspace's root project) would lint and test
+    # them all again: it has only the stages binaries.yaml gives it by name.
+    holds = any(
+        p.root != project.root and p.root.is_relative_to(project.root)
+        for p in workspace.projects.values()
+    )
+    detected = {} if holds else _detected(project, workspace.root)
+    shared = {} if holds else tests.stages
+    names = [*STAGES, *sorted((set(shared) | set(own)) - set(STAGES))]
     found: list[Found] = []
     for name in names:
         settings: Stage | None = detected.get(name)
         origin = "default" if settings is not None else ""
-        for layer in (tests.stages, own):
+        for layer in (shared, own):
             if name not in layer:
                 continue
             entry = layer[name]
@@ -199,6 +212,7 @@ def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -
                     types.MappingProxyType(dict(settings.env or {})),
                     settings.timeout or DEFAULT_TIMEOUT,
                     settings.services or (),
+                    settings.requirements or (),
                 ),
                 origin,
             )
