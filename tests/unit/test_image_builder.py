@@ -195,11 +195,17 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
         ]
     layout = repo / "dist" / "images" / "app"
     (top,) = json.loads((layout / "index.json").read_bytes())["manifests"]
-    assert top["annotations"] == {"org.opencontainers.image.ref.name": "1.2.3"}
+    # The layout's own entry: its name, and what the local copy was built from.
+    assert top["annotations"]["org.opencontainers.image.ref.name"] == "1.2.3"
+    assert set(top["annotations"]) == {
+        "org.opencontainers.image.ref.name",
+        "dev.shipyard.image.inputs",
+    }
     blobs = layout / "blobs" / "sha256"
     index = json.loads((blobs / top["digest"][7:]).read_bytes())
     assert index["annotations"]["org.opencontainers.image.version"] == "1.2.3"
     assert "org.opencontainers.image.base.name" not in index["annotations"]
+    assert "dev.shipyard.image.inputs" not in index["annotations"]  # pushed: content only
     manifest = json.loads((blobs / index["manifests"][0]["digest"][7:]).read_bytes())
     assert manifest["annotations"]["org.opencontainers.image.base.name"] == "oci-layout:base"
     assert manifest["annotations"]["org.opencontainers.image.base.digest"].startswith("sha256:")

@@ -6,7 +6,6 @@ platform, the entry point is checked before any layer is written, and each platf
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import json
 import tarfile
@@ -85,21 +84,34 @@ def test_a_subset_build_of_other_inputs_keeps_nothing(repo: Path) -> None:
 
 def test_an_index_without_the_build_note_keeps_nothing(repo: Path) -> None:
     _build(repo, (AMD, ARM))
-    index = _index(repo)
-    notes = index["annotations"]
-    assert isinstance(notes, dict) and BUILD_NOTE in notes
-    # An image some other tool (or an older shipyard) wrote: rewrite it without the note.
-    top = layout_tops(_layout(repo))[0]
-    del notes[BUILD_NOTE]
-    data = json.dumps(index).encode()
-    digest = hashlib.sha256(data).hexdigest()
-    (_layout(repo) / "blobs" / "sha256" / digest).write_bytes(data)
-    entry = top.to_json() | {"digest": f"sha256:{digest}", "size": len(data)}
+    # The note is the layout's own (its index.json entry), never in the index pushed.
+    notes = _index(repo).get("annotations")
+    assert isinstance(notes, dict) and BUILD_NOTE not in notes
+    entry = json.loads((_layout(repo) / "index.json").read_text())["manifests"][0]
+    assert BUILD_NOTE in entry["annotations"]
+    # A layout some other tool (or an older shipyard) wrote: the entry without the note.
+    del entry["annotations"][BUILD_NOTE]
     (_layout(repo) / "index.json").write_text(
         json.dumps({"schemaVersion": 2, "manifests": [entry]})
     )
     _build(repo, (ARM,))
     assert _platforms(repo) == ["linux/arm64/v8"]
+
+
+def test_the_pushed_index_does_not_depend_on_what_the_build_was_keyed_by(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same content, another action key (a base layout written by another command, a
+    newer shipyard): the same index digest, only the local note differs."""
+    first = _image(_build(repo, (AMD, ARM)))
+    before = (_layout(repo) / "index.json").read_bytes()
+    import shipyard.builders.image as image_builder
+
+    monkeypatch.setattr(image_builder, "build_identity", lambda inputs: "0" * 64)
+    again = _image(_build(repo, (AMD, ARM)))
+    assert again.metadata.image is not None and first.metadata.image is not None
+    assert again.metadata.image.digest == first.metadata.image.digest
+    assert (_layout(repo) / "index.json").read_bytes() != before
 
 
 def test_a_subset_build_with_nothing_in_dist_writes_the_subset(repo: Path) -> None:

@@ -2,8 +2,9 @@
 
 `shipyard build --platform linux/arm64` builds one platform of a binary's image. The
 other platforms of the image already in dist/images/<binary>/ are kept only when that
-image was built from the same inputs but the platforms: the index carries the digest
-of those inputs (`BUILD_NOTE`, see `build_identity`). Same wheels, lock, settings,
+image was built from the same inputs but the platforms: the layout's index.json entry
+carries the digest of those inputs (`BUILD_NOTE`, see `build_identity`); the pushed
+index does not, so published bytes depend on the image's content only. Same wheels, lock, settings,
 base, stamp and version, so a kept manifest is the very one a build of every platform
 makes, and the merged index is byte for byte the full build's. An index built from
 anything else (an edited source, another version, an older shipyard) keeps nothing.
@@ -60,10 +61,10 @@ def kept_platforms(layout: Path, identity: str, building: Sequence[str]) -> list
         entries = _json.loads((layout / "index.json").read_bytes()).get("manifests") or []
         if len(entries) != 1 or not is_index(str(entries[0].get("mediaType", ""))):
             return []
-        index = _json.loads(_blob(layout, str(entries[0]["digest"])))
-        notes = index.get("annotations") or {}
+        notes = entries[0].get("annotations") or {}
         if not isinstance(notes, dict) or notes.get(BUILD_NOTE) != identity:
             return []
+        index = _json.loads(_blob(layout, str(entries[0]["digest"])))
         kept = []
         for entry in index.get("manifests") or []:
             found = entry.get("platform") or {}

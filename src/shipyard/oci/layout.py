@@ -128,11 +128,15 @@ def replace_dir(built: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def write_layout(path: Path, index: Index, *, ref: str) -> Descriptor:
+def write_layout(
+    path: Path, index: Index, *, ref: str, notes: Mapping[str, str] | None = None
+) -> Descriptor:
     """Write `index` and all its blobs as an OCI image layout at `path`.
 
     `index.json` lists one entry, the index, named `ref`, so tools that take
-    a layout without a reference (`skopeo inspect oci:PATH`) find it.
+    a layout without a reference (`skopeo inspect oci:PATH`) find it. `notes` are
+    annotations of that entry: facts about the local copy (what it was built from)
+    that stay in the layout, never in the pushed index.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     built = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent))
@@ -140,7 +144,12 @@ def write_layout(path: Path, index: Index, *, ref: str) -> Descriptor:
         for digest, content in sorted(index_blobs(index).items(), key=lambda i: i[0]):
             put_blob(built / "blobs" / digest.replace(":", "/", 1), content, digest)
         top = index_descriptor(index)
-        named = Descriptor(top.media_type, top.digest, top.size, annotations=((REF_NAME, ref),))
+        named = Descriptor(
+            top.media_type,
+            top.digest,
+            top.size,
+            annotations=tuple(sorted({**(notes or {}), REF_NAME: ref}.items())),
+        )
         entry = {"schemaVersion": 2, "manifests": [named.to_json()]}
         (built / "index.json").write_bytes(canonical_json(entry))
         (built / "oci-layout").write_bytes(canonical_json(LAYOUT_VERSION))

@@ -29,8 +29,9 @@ build fails before any layer is written.
 
 A build of some of a binary's platforms (`--platform linux/arm64`) keeps the
 other platforms of the image already in dist/images/<binary>/ only when that
-image was built from the same inputs but the platforms (the index's
-`dev.shipyard.image.inputs` annotation, `build_identity`): same wheels, lock,
+image was built from the same inputs but the platforms (the
+`dev.shipyard.image.inputs` annotation of the layout's index.json entry, which is
+never pushed, `build_identity`): same wheels, lock,
 settings, base, stamp and version, so the kept manifests are the very ones a
 build of every platform would make. The kept manifests are part of the action's
 key. Anything else (another version, an edited source, an image from an older
@@ -679,8 +680,8 @@ def write_images(
     """Write the index of `images` as dist/images/<binary>/ and one tarball per platform.
 
     The index also lists `kept`, other platforms' images already in the layout
-    (no tarball is written for them), and carries `notes` beside the images' own
-    annotations. The layout's index.json is the `image` artifact, with the index
+    (no tarball is written for them). `notes` go on the layout's index.json entry,
+    not into the index: what the local copy was built from is never pushed. The layout's index.json is the `image` artifact, with the index
     digest, the per-platform manifests and `installed` (None: not known) as its
     metadata; the layout's other files are `image-layout` artifacts, the tarballs
     `image-archive` ones (tagged `archive_tags`, distinct per platform).
@@ -703,9 +704,10 @@ def write_images(
         for name, (their, their_kept, _) in every.items():
             first = dict(next(iter(their.values())).annotations)
             index_notes = {k: v for k, v in first.items() if not k.startswith(_OCI + "base.")}
-            index = make_index([*their.values(), *their_kept], index_notes | dict(notes or {}))
+            index = make_index([*their.values(), *their_kept], index_notes)
             folder = variant_layout(aside / binary, name)
-            tops[name] = (write_layout(folder, index, ref=ctx.stamp.tag + _suffix(name)), index)
+            ref = ctx.stamp.tag + _suffix(name)
+            tops[name] = (write_layout(folder, index, ref=ref, notes=notes), index)
         replace_dir(aside / binary, layout)
     finally:
         shutil.rmtree(aside, ignore_errors=True)
