@@ -683,8 +683,9 @@ def write_images(
     (no tarball is written for them). `notes` go on the layout's index.json entry,
     not into the index: what the local copy was built from is never pushed. The
     layout's index.json is the `image` artifact, with the index digest, the
-    per-platform manifests and `installed` (None: not known) as its metadata; the layout's other files are `image-layout` artifacts, the tarballs
-    `image-archive` ones (tagged `archive_tags`, distinct per platform).
+    per-platform manifests and `installed` (None: not known) as its metadata; the
+    layout's other files are `image-layout` artifacts, the tarballs `image-archive`
+    ones (tagged `archive_tags`, distinct per platform).
 
     Each of `variants` is written the same way into `variants/<name>/` of that
     folder, its tarballs named and tagged with the version suffixed `-<name>`; a
