@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import BenchError, format_table, timed
 
-from shipyard.engine.statcache import StatMemo
+from shipyard.files.statcache import StatMemo
 from shipyard.workspace import load_workspace
 
 MEMBERS = 20

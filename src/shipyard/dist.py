@@ -74,7 +74,7 @@ def stamps_file(dist: Path) -> Path:
 
 
 def source_digests_file(dist: Path) -> Path:
-    """The source files' digests a build remembers by stat (`shipyard.engine.statcache`)."""
+    """The source files' digests a build remembers by stat (`shipyard.files.statcache`)."""
     return dist / ".sources.json"
 
 

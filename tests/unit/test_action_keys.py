@@ -29,8 +29,8 @@ from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.context import BuildContext, Builder, Slots
 from shipyard.engine.keys import ActionKey, canonical
 from shipyard.engine.plan import Action
-from shipyard.engine.sources import GitIgnored
 from shipyard.engine.wrapper import Wrapped
+from shipyard.files.sources import GitIgnored
 from shipyard.manifest import Image as ImageSettings
 from shipyard.manifest import Variant
 from shipyard.oci import keep as keep_module

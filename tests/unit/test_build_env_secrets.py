@@ -1,4 +1,4 @@
-"""Build subprocesses never see shipyard's secrets (`shipyard.engine.proc.without_secrets`).
+"""Build subprocesses never see shipyard's secrets (`shipyard.process.without_secrets`).
 
 Regression (security review, item 1): `build_env()` handed every build subprocess (the
 PEP 517 backend, the installers of zipapp and image sites, and whatever plugins they
@@ -55,7 +55,7 @@ KEPT = {
 
 def test_without_secrets_drops_every_secret_and_keeps_the_rest() -> None:
     """The one filter: secret SHIPYARD_* names (and SHIPYARD_* URLs with a password) go."""
-    from shipyard.engine.proc import without_secrets  # here: the file runs on any shipyard
+    from shipyard.process import without_secrets  # here: the file runs on any shipyard
 
     env = {"PATH": "/usr/bin", "HOME": "/home/u", **PLANTED, **KEPT}
     assert without_secrets(env) == {"PATH": "/usr/bin", "HOME": "/home/u", **KEPT}

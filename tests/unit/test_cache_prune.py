@@ -19,10 +19,10 @@ import pytest
 from shipyard._fs import sha256_file
 from shipyard.artifacts import Artifact
 from shipyard.cli import main
-from shipyard.engine.cache.local import ActionCache, cache_limit, parse_size
+from shipyard.engine.cache.local import ActionCache, blob_store, cache_limit, parse_size
 from shipyard.errors import UsageError
 from shipyard.oci.archive import write_docker_archive
-from shipyard.oci.base import blob_store, load_base
+from shipyard.oci.base import load_base
 from shipyard.oci.layer import Entry, write_layer
 from shipyard.oci.model import Image, Platform, append_layer
 
@@ -221,7 +221,7 @@ def test_what_another_build_may_hold_is_kept_until_it_ends(tmp_path: Path) -> No
         "from pathlib import Path\nfrom shipyard.engine.cache.local import ActionCache\n"
         f"cache = ActionCache(Path({str(tmp_path / 'cache')!r}))\ncache.open()",
         # `build --no-cache` with an image: only the base blob store.
-        "from shipyard.oci.base import blob_store\n"
+        "from shipyard.engine.cache.local import blob_store\n"
         f"blob_store({{'SHIPYARD_CACHE_DIR': {str(tmp_path / 'cache')!r}}})",
     ]
     for number, code in enumerate(holders):

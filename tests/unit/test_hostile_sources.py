@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.engine.sources import source_files, tree_hash
 from shipyard.errors import UsageError
+from shipyard.files.sources import source_files, tree_hash
 from tests.reliability import record
 
 SECRET = b"outside-secret-5f1c0e\n"

@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from shipyard.engine.proc import INSTALLER_SETTINGS, installer_env
+from shipyard.process import INSTALLER_SETTINGS, installer_env
 from tests.unit._workspaces import UV, needs_uv
 
 

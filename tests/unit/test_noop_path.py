@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from shipyard.engine.cache.local import ActionCache, CachingBuilder
-from shipyard.engine.sources import GitIgnored, tree_hash
-from shipyard.engine.statcache import StatMemo
 from shipyard.errors import UsageError
+from shipyard.files.sources import GitIgnored, tree_hash
+from shipyard.files.statcache import StatMemo
 from tests.unit.test_cache import Counting, _setup
 
 SETTLE = 1_000_000  # 1 ms: the tests wait that long instead of the build's 2 s

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.engine.cache.local import blob_store
 from shipyard.errors import UsageError
 from shipyard.oci.archive import write_docker_archive
-from shipyard.oci.base import base_fingerprint, blob_store, load_base
+from shipyard.oci.base import base_fingerprint, load_base
 from shipyard.oci.layer import BlobStore, Entry, write_layer
 from shipyard.oci.layout import write_layout
 from shipyard.oci.model import (

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.engine import proc
+from shipyard import process as proc
 from tests.reliability import record
 
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")

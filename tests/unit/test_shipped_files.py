@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.engine.sources import read_shipped_file
 from shipyard.errors import UsageError
+from shipyard.files.sources import read_shipped_file
 from tests.reliability import record
 from tests.unit.test_hostile_sources import within
 
@@ -189,7 +189,7 @@ def test_a_swap_between_the_check_and_the_read_is_not_an_escape(
 def test_a_file_larger_than_the_cap_is_refused_naming_its_size(repo: Path) -> None:
     """Regression (security review, item 3c): `read_shipped_file` read the whole file, so a
     license path naming a huge (here sparse, 64 MiB) file was read into memory whole."""
-    from shipyard.engine import sources
+    from shipyard.files import sources
 
     cap = getattr(sources, "SHIPPED_FILE_MAX", 16 << 20)
     assert cap == 16 << 20

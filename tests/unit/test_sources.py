@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.engine.sources import GitIgnored, _git_ignored, source_files, tree_hash
+from shipyard.files.sources import GitIgnored, _git_ignored, source_files, tree_hash
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -19,8 +19,8 @@ from shipyard.builders.locks import lock_inputs
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import ActionKey, Inputs, Value
 from shipyard.engine.plan import Action
-from shipyard.engine.sources import tree_hash
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.files.sources import tree_hash
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.keys import GZIP_LEVEL, base_fingerprint
 

@@ -63,10 +63,10 @@ def requirements_for(action: Action, ctx: BuildContext, folder: Path) -> Locked 
         return Locked(lock)
     if not _uv_lock(action, ctx):
         return None
-    from shipyard.builders.resolve import uv_binary
     from shipyard.builders.sdists import sdist_only, wheel_from_sdist, without
     from shipyard.builders.wheel import build_env
     from shipyard.engine.cache.local import default_cache_dir
+    from shipyard.process import uv_binary
     from shipyard.workspace import export_requirements
 
     assert ctx.workspace is not None

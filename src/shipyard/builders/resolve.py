@@ -7,7 +7,6 @@ asking the installer for that platform's wheels only (uv, else pip).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -15,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,8 +28,8 @@ from packaging.utils import (
 
 from shipyard import _toml
 from shipyard._fs import TEMP_PREFIX, sha256_file
-from shipyard.engine.proc import installer_env, run_logged
 from shipyard.errors import BuildError
+from shipyard.process import installer_env, run_logged, uv_binary
 
 __all__ = [
     "MACOS",
@@ -64,7 +62,6 @@ _GLIBC_MINOR = 28
 # The oldest macOS a darwin zipapp runs on: 11 (Big Sur), the first with arm64. Wheels
 # for it or older are taken, per-arch or universal2.
 MACOS = (11, 0)
-_UV_LOCK = threading.Lock()
 # The platforms uv can target; the rest go through pip's --platform.
 _UV_PLATFORMS = {
     "linux/amd64": "x86_64-manylinux_2_28",
@@ -126,23 +123,6 @@ class Resolution:
     site: Path
     distributions: tuple[Distribution, ...]
     pure: bool
-
-
-@functools.cache
-def _find_uv() -> str | None:
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        return shutil.which("uv")
-    return find_uv_bin()
-
-
-def uv_binary() -> str | None:
-    """The uv executable (the `uv` package's, else on PATH), or None."""
-    # Once, under a lock: find_uv_bin reads sysconfig, whose first use is not
-    # thread-safe (a racing thread sees its variables half filled in).
-    with _UV_LOCK:
-        return _find_uv()
 
 
 def _pip_platforms(platform: str) -> list[str]:

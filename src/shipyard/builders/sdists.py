@@ -25,8 +25,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from shipyard._fs import TEMP_PREFIX, exclusive, publish_file, sha256_file
-from shipyard.engine.proc import installer_env, run_logged
 from shipyard.errors import BuildError
+from shipyard.process import installer_env, run_logged
 
 __all__ = ["LockedSdist", "sdist_only", "wheel_from_sdist", "without"]
 

@@ -21,9 +21,9 @@ from shipyard.dist import action_log, temp_prefix, wheel_file
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.proc import installer_env, run_logged
-from shipyard.engine.sources import tree_hash
 from shipyard.errors import BuildError, ShipyardError
+from shipyard.files.sources import tree_hash
+from shipyard.process import installer_env, run_logged
 from shipyard.stamp import ZIP_EPOCH, Stamp
 
 __all__ = [

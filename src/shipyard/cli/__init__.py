@@ -287,7 +287,7 @@ def _build(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"-j {args.jobs}: give at least 1")
-    from shipyard.engine.sources import GitIgnored
+    from shipyard.files.sources import GitIgnored
 
     git = GitIgnored(manifest.root).prefetch()  # git answers while the stamp is read
     stamp = read_stamp(
@@ -520,7 +520,7 @@ def _release(args: argparse.Namespace) -> int:
 
 def _init(args: argparse.Namespace) -> int:
     from shipyard._fs import atomic_write
-    from shipyard.manifest.init import first_manifest
+    from shipyard.init import first_manifest
     from shipyard.workspace import load_workspace
 
     path = Path(args.file) if getattr(args, "file", None) else Path.cwd() / "binaries.yaml"

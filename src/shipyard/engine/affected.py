@@ -22,8 +22,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from shipyard.engine.sources import _IGNORED_DIRS, _OUTPUT_DIRS
 from shipyard.errors import Problem, ShipyardError, UsageError
+from shipyard.files.sources import _IGNORED_DIRS, _OUTPUT_DIRS
 from shipyard.manifest import Binary, Manifest, did_you_mean
 from shipyard.manifest import Project as Settings
 from shipyard.workspace import Lock, LockedPackage, Workspace, WorkspaceError
@@ -148,7 +148,7 @@ def _rel(path: Path, root: Path) -> str | None:
 
 
 def _never_input(path: str) -> bool:
-    """VCS data, environments and caches: not an input of anything (see engine.sources)."""
+    """VCS data, environments and caches: not an input of anything (see shipyard.files.sources)."""
     return not _IGNORED_DIRS.isdisjoint(path.split("/"))
 
 

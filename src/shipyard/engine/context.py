@@ -21,8 +21,8 @@ from shipyard.artifacts import Artifact
 from shipyard.dist import logs_dir
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.engine.sources import GitIgnored
-from shipyard.engine.statcache import StatMemo
+from shipyard.files.sources import GitIgnored
+from shipyard.files.statcache import StatMemo
 from shipyard.stamp import Stamp
 
 if TYPE_CHECKING:

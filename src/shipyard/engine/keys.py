@@ -10,35 +10,15 @@ version's repr, the order of a mapping, the checkout's path or the time.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from shipyard._json import Inputs, Value, canonical, plain
 
 __all__ = ["KEY_SCHEMA", "ActionKey", "Inputs", "Value", "canonical"]
 
 # Part of every key: changing how keys are made changes this, so old cache entries miss.
 KEY_SCHEMA = "shipyard.action-key/2"
-
-Value = str | int | bool | None | Sequence["Value"] | Mapping[str, "Value"]
-Inputs = Mapping[str, Value]
-
-
-def _plain(value: object) -> object:
-    """`value` as JSON types; anything else is a bug in a builder's declared inputs."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    raise TypeError(f"an action key input must be JSON data, not {type(value).__name__}")
-
-
-def canonical(value: object) -> bytes:
-    """The canonical JSON bytes of `value` (sorted keys, no whitespace, UTF-8)."""
-    return json.dumps(
-        _plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode()
 
 
 @dataclass(frozen=True)
@@ -52,10 +32,10 @@ class ActionKey:
     @classmethod
     def of(cls, kind: str, inputs: Inputs) -> ActionKey:
         """Hash `inputs` of a `kind` action, with the key schema."""
-        plain = _plain(inputs)
-        assert isinstance(plain, dict)
-        text = canonical({"schema": KEY_SCHEMA, "kind": kind, "inputs": plain})
-        return cls(kind, plain, hashlib.sha256(text).hexdigest())
+        found = plain(inputs)
+        assert isinstance(found, dict)
+        text = canonical({"schema": KEY_SCHEMA, "kind": kind, "inputs": found})
+        return cls(kind, found, hashlib.sha256(text).hexdigest())
 
     def __str__(self) -> str:
         return self.digest

@@ -36,8 +36,8 @@ def load_projects(
     in dist/ (remembered by stat facts, as a build's sources are)."""
     from shipyard.dist import dist_dir, metadata_inputs_file
     from shipyard.engine.cache.local import METADATA, default_cache_dir
-    from shipyard.engine.proc import installer_env
-    from shipyard.engine.statcache import StatMemo
+    from shipyard.files.statcache import StatMemo
+    from shipyard.process import installer_env
 
     environ = os.environ if env is None else env
     cache = cache_dir if cache_dir is not None else default_cache_dir(None, environ)

@@ -13,12 +13,12 @@ from shipyard._fs import atomic_write, exclusive, remove_stale_temps
 from shipyard.dist import dist_dir, lock_file, outputs_file, report_file, source_digests_file
 from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
-from shipyard.engine.proc import reset
 from shipyard.engine.report import previous_durations, write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
-from shipyard.engine.sources import GitIgnored
-from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import Wrapped
+from shipyard.files.sources import GitIgnored
+from shipyard.files.statcache import StatMemo
+from shipyard.process import reset
 from shipyard.stamp import Stamp
 
 __all__ = ["BuildOptions", "BuildRun", "execute", "replace_outputs"]

@@ -16,9 +16,9 @@ from packaging.utils import canonicalize_name
 from shipyard.artifacts import Artifact
 from shipyard.engine.context import BuildContext, Builder, Outcome, Slots, map_parts
 from shipyard.engine.plan import Action, Plan
-from shipyard.engine.proc import terminate_all
 from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError, ShipyardError
+from shipyard.process import terminate_all
 
 __all__ = [
     "Artifact",

@@ -15,7 +15,7 @@ used as they are, never re-compressed: a layout's blobs in place, others from
 the blob store (the cache), where blobs are kept by digest and touched (mtime)
 when a build uses them, so a prune of the cache removes the least recently used
 first; a process using the store holds the cache's lock shared, so a prune in
-another process keeps them (`shipyard.engine.cache.local`). Every image's
+another process keeps them (`shipyard.engine.cache.local.blob_store`). Every image's
 layers are checked once, in order (`check_base_layers`): a base whose layers
 would write outside the root they are unpacked into, alone or through a link an
 earlier layer made, is refused, whatever its source.
@@ -29,8 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from platformdirs import user_cache_dir
-
 from shipyard.errors import UsageError
 from shipyard.oci.archive import read_docker_archive
 from shipyard.oci.basespec import BaseSource, BaseSpec, parse_base
@@ -42,7 +40,7 @@ from shipyard.oci.mediatypes import is_index, is_manifest
 from shipyard.oci.model import Config, Descriptor, History, Image, OCIError, Platform
 from shipyard.oci.remote.reference import Reference
 
-__all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "blob_store", "load_base"]
+__all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "load_base"]
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -54,20 +52,6 @@ class Base:
     image: Image
     name: str
     digest: str
-
-
-def blob_store(env: Mapping[str, str]) -> BlobStore:
-    """The blob store in the cache: $SHIPYARD_CACHE_DIR/oci, else the user cache (XDG).
-
-    The process joins the cache (holds its lock shared) for as long as it runs:
-    blobs it has located stay while it may still read or link them, even with
-    `--no-cache`, which only leaves the action cache out.
-    """
-    from shipyard.engine.cache.local import join_cache  # the cache's lock has one home
-
-    root = Path(env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")).expanduser()
-    join_cache(root)
-    return BlobStore(root / "oci")
 
 
 def _used(path: Path, store: BlobStore) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shipyard import _json
-from shipyard.engine.keys import Inputs, Value, canonical
+from shipyard._json import Inputs, Value, canonical
 from shipyard.oci.mediatypes import is_index
 from shipyard.oci.model import OCIError, Platform
 

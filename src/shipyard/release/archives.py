@@ -33,8 +33,8 @@ from pathlib import Path
 from shipyard._fs import TEMP_PREFIX
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.builders.zipapp import launcher, launcher_name
-from shipyard.engine.sources import read_shipped_file
 from shipyard.errors import ShipyardError
+from shipyard.files.sources import read_shipped_file
 from shipyard.stamp import ZIP_EPOCH
 
 __all__ = [

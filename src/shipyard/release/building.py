@@ -18,11 +18,11 @@ from packaging.version import Version
 
 from shipyard.artifacts import ANY, Artifact, select
 from shipyard.engine.plan import Action
-from shipyard.engine.proc import without_secrets
 from shipyard.engine.run import BuildOptions, execute
 from shipyard.engine.scheduler import Result
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
+from shipyard.process import without_secrets
 from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
 

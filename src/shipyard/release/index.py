@@ -286,7 +286,7 @@ class PackageIndex:
     def _twine(self, path: Path) -> _TwineFailure | None:
         """Run twine once: None when it succeeded, else why it failed."""
         # Here, not at the top: promotion reads this module and loads no part of the engine.
-        from shipyard.engine.proc import without_secrets
+        from shipyard.process import without_secrets
 
         env = {
             # twine is handed the index's credentials, and none of shipyard's others.

@@ -90,7 +90,7 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
 
 
 def _uv_compile(reqs: Sequence[Requirement], python: str) -> dict[str, str]:
-    from shipyard.engine.proc import installer_env  # here: promotion never loads the engine
+    from shipyard.process import installer_env  # here: promotion never loads the engine
 
     uv = shutil.which("uv")
     command = [uv] if uv else [sys.executable, "-m", "uv"]

@@ -104,7 +104,7 @@ def run_tests(
     """Run the stages of `tests`: cached ones restored, the rest run; then the merged
     JUnit file and report.json's test entries (stage, counts, and with --since why)."""
     from shipyard.engine.run import execute
-    from shipyard.engine.sources import GitIgnored
+    from shipyard.files.sources import GitIgnored
     from shipyard.stamp import read_stamp
 
     manifest = tests.plan.manifest

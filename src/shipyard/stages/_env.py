@@ -20,8 +20,8 @@ from pathlib import Path
 from shipyard._fs import atomic_write, exclusive
 from shipyard.engine.context import BuildContext
 from shipyard.engine.plan import Action
-from shipyard.engine.proc import run_logged
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.process import installer_env, run_logged, uv_binary
 
 __all__ = ["ENVS", "env_dir", "environment"]
 
@@ -48,8 +48,6 @@ def _lock_for(path: Path) -> threading.Lock:
 
 
 def _uv() -> str:
-    from shipyard.builders.resolve import uv_binary
-
     uv = uv_binary()
     if uv is None:
         raise UsageError("test stages make their environments with uv; pip install uv")
@@ -61,13 +59,13 @@ def environment(action: Action, ctx: BuildContext, log: Path) -> Path:
 
     Stages of one project and groups share it, one at a time (a thread lock, and a
     file lock against another shipyard in the same checkout)."""
-    from shipyard.builders.wheel import build_env
-
     workspace = ctx.workspace
     assert workspace is not None and action.test is not None
     where = env_dir(action, ctx)
     where.parent.mkdir(parents=True, exist_ok=True)
-    env = build_env(ctx)
+    # uv as a developer runs it (a version backend reads git itself), without
+    # shipyard's secrets or installer settings shipyard did not choose.
+    env = installer_env(ctx.env)
     env.pop("VIRTUAL_ENV", None)
     python = action.pythons[0] if action.pythons else ctx.python
     with _lock_for(where), exclusive(where.parent / f".{where.name}.lock"):

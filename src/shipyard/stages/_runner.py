@@ -30,10 +30,10 @@ from shipyard.dist import action_log, logs_dir, stage_result
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import ActionKey, Inputs, Value
 from shipyard.engine.plan import Action
-from shipyard.engine.proc import StepTimeout, run_logged, start_logged, stop, without_secrets
-from shipyard.engine.sources import tree_hash
 from shipyard.errors import BuildError, ShipyardError
+from shipyard.files.sources import tree_hash
 from shipyard.manifest import Service, Stage
+from shipyard.process import StepTimeout, run_logged, start_logged, stop, without_secrets
 from shipyard.stages import _junit
 from shipyard.stages._select import SHARED_CONFIG, libraries
 

@@ -135,12 +135,12 @@ def check_lock(
         return ""
     wanted = None if keys is None else set(keys)
     if ask and uv is None:
-        from shipyard.builders.resolve import uv_binary
+        from shipyard.process import uv_binary
 
         uv = uv_binary()
     answer = UvAnswer("unknown", said="not asked")
     if ask:
-        from shipyard.engine.proc import without_secrets
+        from shipyard.process import without_secrets
 
         key = _digest(workspace, uv)
         remembered = _remembered(memo, key)

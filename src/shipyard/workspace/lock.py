@@ -288,7 +288,7 @@ def export_requirements(
     for extra in extras:
         command += ["--extra", extra]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    from shipyard.engine.proc import installer_env
+    from shipyard.process import installer_env
 
     done = subprocess.run(
         command, cwd=workspace.root, env=installer_env(os.environ), capture_output=True,

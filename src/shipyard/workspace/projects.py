@@ -33,7 +33,7 @@ from shipyard.workspace._text import TomlFile, Where, WorkspaceError
 from shipyard.workspace.lock import Lock
 
 if TYPE_CHECKING:
-    from shipyard.engine.statcache import StatMemo
+    from shipyard.files.statcache import StatMemo
 
 __all__ = ["Dependency", "Link", "Project", "Workspace", "load_workspace"]
 
@@ -412,8 +412,8 @@ class _Builder:
         ]
         if not wanted:
             return {}
-        from shipyard.engine.sources import GitIgnored, tree_hash
         from shipyard.errors import UsageError
+        from shipyard.files.sources import GitIgnored, tree_hash
 
         git = GitIgnored(self.root).prefetch()
         digests: dict[Path, str] = {}

@@ -85,13 +85,14 @@ from shipyard.builders.origin import from_repository
 from shipyard.builders.resolve import Resolution, resolve
 from shipyard.builders.wheel import build_env
 from shipyard.dist import action_log, image_archive, image_layout, temp_prefix
+from shipyard.engine.cache.local import blob_store
 from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.archive import archive_tags, write_docker_archive
-from shipyard.oci.base import DEFAULT_PATH, Base, blob_store, load_base
+from shipyard.oci.base import DEFAULT_PATH, Base, load_base
 from shipyard.oci.keep import BUILD_NOTE, KEPT, build_identity, kept_platforms, with_kept
 from shipyard.oci.keys import GZIP_LEVEL
 from shipyard.oci.layer import BlobStore, Entry, scan_tree, write_layer

@@ -40,12 +40,12 @@ from shipyard.builders.image import write_images
 from shipyard.builders.image.variants import no_dockerfile_variants
 from shipyard.builders.kinds import dockerfile_inputs, dockerfile_path
 from shipyard.dist import action_log, temp_prefix
+from shipyard.engine.cache.local import blob_store
 from shipyard.engine.context import BuildContext
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.errors import ShipyardError
 from shipyard.oci.archive import read_docker_archive
-from shipyard.oci.base import blob_store
 from shipyard.oci.model import Image
 
 __all__ = ["DockerfileBuilder", "context_names"]

@@ -68,12 +68,13 @@ from shipyard.engine.cache.restore import (
 )
 from shipyard.engine.context import Builder
 from shipyard.engine.report import reported_outputs
-from shipyard.engine.statcache import StatMemo
 from shipyard.engine.wrapper import OutputCache, Wrapped
 from shipyard.errors import UsageError
+from shipyard.files.statcache import StatMemo
 
 if TYPE_CHECKING:  # measuring and pruning load only when a build stored something
     from shipyard.engine.cache.usage import AutoPrune, CacheUsage, PruneResult
+    from shipyard.oci.layer import BlobStore
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
@@ -81,6 +82,7 @@ __all__ = [
     "ActionCache",
     "CachingBuilder",
     "OutputCache",
+    "blob_store",
     "cache_limit",
     "checked_file",
     "default_cache_dir",
@@ -157,6 +159,21 @@ def join_cache(cache_dir: Path) -> None:
         handle = lock.open("a")
         fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
         _joined[lock] = handle
+
+
+def blob_store(env: Mapping[str, str]) -> BlobStore:
+    """The base image blob store in the cache: $SHIPYARD_CACHE_DIR/oci, else the user
+    cache (XDG).
+
+    The process joins the cache (holds its lock shared) for as long as it runs:
+    blobs it has located stay while it may still read or link them, even with
+    `--no-cache`, which only leaves the action cache out.
+    """
+    from shipyard.oci.layer import BlobStore  # the image builders' only: not on a no-op
+
+    root = Path(env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")).expanduser()
+    join_cache(root)
+    return BlobStore(root / BASE_BLOBS)
 
 
 def _leave_joined(cache_dir: Path) -> None:

@@ -3,7 +3,7 @@
 The cache folder (`default_cache_dir`) holds what builds store there:
 
     v1/         the action cache: entries (actions/<key>.json) and the blobs they name
-    oci/        base image blobs by digest (`shipyard.oci.base.blob_store`), with small
+    oci/        base image blobs by digest (`shipyard.engine.cache.local.blob_store`), with small
                 notes beside them (which gzip blob holds a tar, which layer chains
                 were checked)
     manifests/  validated manifests (`shipyard.manifest.load_manifest`)

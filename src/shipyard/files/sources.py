@@ -21,8 +21,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from shipyard.engine.statcache import StatMemo
 from shipyard.errors import UsageError
+from shipyard.files.statcache import StatMemo
 
 __all__ = ["SHIPPED_FILE_MAX", "GitIgnored", "read_shipped_file", "source_files", "tree_hash"]
 

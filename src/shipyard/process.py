@@ -4,8 +4,10 @@ their environment, and ended on interrupt."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -21,6 +23,7 @@ __all__ = [
     "start_logged",
     "stop",
     "terminate_all",
+    "uv_binary",
     "without_secrets",
 ]
 
@@ -130,6 +133,26 @@ class StepTimeout(Exception):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"ran longer than {seconds:g}s and was stopped")
         self.seconds = seconds
+
+
+_UV_LOCK = threading.Lock()
+
+
+@functools.cache
+def _find_uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return shutil.which("uv")
+    return find_uv_bin()
+
+
+def uv_binary() -> str | None:
+    """The uv executable (the `uv` package's, else on PATH), or None."""
+    # Once, under a lock: find_uv_bin reads sysconfig, whose first use is not
+    # thread-safe (a racing thread sees its variables half filled in).
+    with _UV_LOCK:
+        return _find_uv()
 
 
 def run_logged(
