@@ -19,7 +19,7 @@ PACKAGE = SRC / "shipyard"
 # Lowest first. A name is a top-level module or package of shipyard ("__init__" is
 # the package's own __init__.py).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_fs", "_toml", "_json"),
+    ("errors", "_fs", "_toml", "_json", "_units"),
     ("__init__",),  # the version, and the errors re-exported
     ("process", "files", "dist", "stamp", "artifacts", "_http"),
     ("oci",),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shipyard._units import parse_size
 from shipyard.errors import UsageError
 
 __all__ = [
@@ -66,30 +67,6 @@ _DEFAULT_OUTPUTS = ("wheel",)
 _DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
 _DEFAULT_HOSTS = ("linux", "darwin", "windows")
 _DEFAULT_MOVABLE_TAGS = ("latest",)
-_SIZE_UNITS = {
-    "B": 1,
-    "KB": 1000,
-    "MB": 1000**2,
-    "GB": 1000**3,
-    "KIB": 1024,
-    "MIB": 1024**2,
-    "GIB": 1024**3,
-}
-_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?) ?([A-Za-z]+)")
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a size such as `40MB`, `1.5GiB` or `512KiB` (kB, MB, GB are powers of
-    1000; KiB, MiB, GiB powers of 1024). ValueError names the fix."""
-    found = _SIZE.fullmatch(text.strip())
-    unit = _SIZE_UNITS.get(found.group(2).upper()) if found else None
-    if found is None or unit is None:
-        raise ValueError(
-            "write a size such as 40MB, 512KiB or 1.5GiB (B, kB, MB, GB, KiB, MiB, GiB)"
-        )
-    return int(float(found.group(1)) * unit)
-
-
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m|h)")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600}
 

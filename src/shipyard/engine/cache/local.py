@@ -36,7 +36,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -45,6 +44,7 @@ from typing import IO, TYPE_CHECKING
 
 from platformdirs import user_cache_dir
 
+from shipyard import _units as units
 from shipyard._fs import (
     atomic_write,
     publish_file,
@@ -107,18 +107,18 @@ ACTIONS, BASE_BLOBS, MANIFESTS, METADATA = "v1", "oci", "manifests", "metadata"
 SDIST_WHEELS = "sdist-wheels"  # wheels built from locked sdists, by the sdist's sha256
 DEFAULT_MAX_SIZE = 10 << 30
 MAX_SIZE_ENV = "SHIPYARD_CACHE_MAX_SIZE"
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str, where: str) -> int:
-    """Bytes from `500M`, `10G`, `1048576` (K, M, G, T are powers of 1024).
+    """Bytes from `500M`, `10G`, `1048576` (the one grammar of `shipyard._units`: K, M,
+    G, T are powers of 1024, kB, MB, GB powers of 1000).
 
     `where` names the flag or variable for the message (UsageError, exit 2).
     """
-    match = re.fullmatch(r"(\d+)\s*([KMGT]?)(?:I?B)?", text.strip(), re.IGNORECASE)
-    if match is None:
-        raise UsageError(f"{where}={text}: give bytes or a size like 500M or 10G")
-    return int(match[1]) * _UNITS[match[2].upper()]
+    try:
+        return units.parse_size(text, bare=True)
+    except ValueError as exc:
+        raise UsageError(f"{where}={text}: give bytes or a size like 500M or 10G; {exc}") from None
 
 
 def cache_limit(env: Mapping[str, str]) -> int | None:
