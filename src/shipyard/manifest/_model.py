@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias
 
 from packaging.version import InvalidVersion, Version
 from pydantic import (
@@ -18,8 +18,16 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from shipyard.manifest._types import HOST_OS, OUTPUT_KINDS, PLATFORMS, parse_duration, parse_size
+from shipyard.manifest._types import (
+    HOST_OS,
+    IMAGE_PLATFORMS,
+    OUTPUT_KINDS,
+    PLATFORMS,
+    parse_duration,
+    parse_size,
+)
 from shipyard.oci.basespec import parse_base
+from shipyard.oci.remote.reference import COMPONENT, HOST, MAX_NAME, TAG
 
 __all__ = [
     "HOST_OS",
@@ -48,21 +56,21 @@ EntryPoint = Annotated[
         pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
     ),
 ]
-Output = Literal["wheel", "zipapp", "image"]
-# The platforms an image may have: Linux only.
-LinuxPlatform = Literal[
-    "linux/amd64",
-    "linux/arm64",
-    "linux/arm/v7",
-    "linux/386",
-    "linux/ppc64le",
-    "linux/s390x",
-    "linux/riscv64",
-]
-# A binary's platforms: its zipapp may also be for macOS and Windows (its image may
-# not: see _validate's check of the image's platforms).
-Platform = Literal[LinuxPlatform, "darwin/amd64", "darwin/arm64", "windows/amd64", "windows/arm64"]
-HostOS = Literal["linux", "darwin", "windows"]
+# The output kinds, platforms and host OSes are defined once, in _types (the engine
+# reads them there without pydantic); the model's Literal types are made from them.
+if TYPE_CHECKING:  # a Literal of a runtime tuple is not a type to mypy: a str to it
+    Output: TypeAlias = str
+    LinuxPlatform: TypeAlias = str
+    Platform: TypeAlias = str
+    HostOS: TypeAlias = str
+else:
+    Output = Literal[OUTPUT_KINDS]
+    # The platforms an image may have: Linux only.
+    LinuxPlatform = Literal[IMAGE_PLATFORMS]
+    # A binary's platforms: its zipapp may also be for macOS and Windows (its image
+    # may not: see _validate's check of the image's platforms).
+    Platform = Literal[PLATFORMS]
+    HostOS = Literal[HOST_OS]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 # The checks below run after `${}` expansion, on what the tools will be given; as
@@ -90,19 +98,16 @@ def _no_controls(value: str) -> str:
 Line = Annotated[str, AfterValidator(_one_line)]
 Text = Annotated[str, AfterValidator(_no_controls)]
 
-# The OCI distribution grammar for hubs, as shipyard.oci.remote.reference checks it again
-# before any request. image.base is parsed by shipyard.oci.basespec (no HTTP stack).
-_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
-_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_HOST = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9a-fA-F:.]+\])(?::(?P<port>[0-9]{{1,5}}))?")
-_MAX_REPOSITORY = 255
+# Hubs and tags follow the OCI distribution grammar, defined once in
+# shipyard.oci.remote.reference (pure patterns: no HTTP stack, no credentials), which
+# checks each reference again before any request. image.base is parsed by
+# shipyard.oci.basespec.
 # The image config's User: a name or id, optionally with a group name or id.
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})?")
 
 
 def _tag(value: str) -> str:
-    if not _TAG.fullmatch(value):
+    if not TAG.fullmatch(value):
         raise ValueError(
             "an image tag is 1-128 letters, digits, '_', '.' or '-', not starting with '.' or '-'"
         )
@@ -114,18 +119,18 @@ def _registry(value: str) -> tuple[str, str]:
     if "://" in value:
         raise ValueError("leave out the scheme: write host[:port]/path, e.g. ghcr.io/acme")
     host, _, path = value.partition("/")
-    found = _HOST.fullmatch(host)
-    if not found or not ("." in host or ":" in host or host == "localhost"):
+    if not HOST.fullmatch(host) or not ("." in host or ":" in host or host == "localhost"):
         raise ValueError("start with a registry host[:port], e.g. 127.0.0.1:5000/mesh")
-    if found.group("port") and not 0 < int(found.group("port")) < 65536:
+    port = host.rpartition(":")[2] if not host.endswith("]") and ":" in host else ""
+    if port and not 0 < int(port) < 65536:
         raise ValueError("a port is 1-65535")
     return host, path
 
 
 def _repository(path: str) -> None:
-    if len(path) > _MAX_REPOSITORY:
-        raise ValueError(f"a repository path is at most {_MAX_REPOSITORY} characters")
-    if not all(_COMPONENT.fullmatch(part) for part in path.split("/")):
+    if len(path) > MAX_NAME:
+        raise ValueError(f"a repository path is at most {MAX_NAME} characters")
+    if not all(COMPONENT.fullmatch(part) for part in path.split("/")):
         raise ValueError(
             "a repository path is lower-case letters and digits, separated by "
             "'.', '_', '__' or '-', in parts joined by '/'"

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from shipyard.errors import UsageError
 
 __all__ = [
+    "COMPONENT",
+    "HOST",
+    "MAX_NAME",
+    "TAG",
     "InvalidReference",
     "Reference",
     "is_digest",
@@ -24,15 +28,16 @@ __all__ = [
     "validate_tag",
 ]
 
-# The grammar of the OCI distribution spec (and distribution/reference).
-_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
-_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
+# The grammar of the OCI distribution spec (and distribution/reference): the one
+# definition, which the manifest's validation uses too.
+COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
 _DOMAIN_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_HOST = re.compile(
+HOST = re.compile(
     rf"(?:{_DOMAIN_LABEL}(?:\.{_DOMAIN_LABEL})*|\[[0-9a-fA-F:.]+(?:%[\w.-]+)?\])(?::[0-9]{{1,5}})?"
 )
 _DIGESTS = {"sha256": re.compile(r"[a-f0-9]{64}"), "sha512": re.compile(r"[a-f0-9]{128}")}
-_MAX_NAME = 255
+MAX_NAME = 255
 
 
 class InvalidReference(UsageError, ValueError):
@@ -54,10 +59,10 @@ def validate_repository(repository: str, *, text: str | None = None) -> str:
     whole = repository if text is None else text
     if not repository:
         raise InvalidReference(whole, "repository", "is empty")
-    if len(repository) > _MAX_NAME:
-        raise InvalidReference(whole, "repository", f"is longer than {_MAX_NAME} characters")
+    if len(repository) > MAX_NAME:
+        raise InvalidReference(whole, "repository", f"is longer than {MAX_NAME} characters")
     for component in repository.split("/"):
-        if not _COMPONENT.fullmatch(component):
+        if not COMPONENT.fullmatch(component):
             raise InvalidReference(
                 whole,
                 f"repository component {component!r}",
@@ -68,14 +73,14 @@ def validate_repository(repository: str, *, text: str | None = None) -> str:
 
 def validate_host(host: str) -> str:
     """Return `host` if it is a valid registry `host[:port]` (DNS name, IPv4 or [IPv6])."""
-    if not _HOST.fullmatch(host):
+    if not HOST.fullmatch(host):
         raise InvalidReference(host, f"registry host {host!r}", "is not a host[:port]")
     return host
 
 
 def validate_tag(tag: str, *, text: str | None = None) -> str:
     """Return `tag` if it is a valid tag (`[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`)."""
-    if not _TAG.fullmatch(tag):
+    if not TAG.fullmatch(tag):
         raise InvalidReference(
             tag if text is None else text,
             f"tag {tag!r}",
@@ -113,7 +118,7 @@ class Reference:
 
     def __post_init__(self) -> None:
         text = self._format()
-        if not _HOST.fullmatch(self.registry):
+        if not HOST.fullmatch(self.registry):
             raise InvalidReference(text, f"registry host {self.registry!r}", "is not a host[:port]")
         validate_repository(self.repository, text=text)
         if self.tag is not None:
@@ -182,7 +187,7 @@ def parse_reference(text: str) -> Reference:
             "registry host",
             "is missing; write it in full, e.g. 127.0.0.1:5000/" + rest,
         )
-    if not _HOST.fullmatch(host):
+    if not HOST.fullmatch(host):
         raise InvalidReference(text, f"registry host {host!r}", "is not a host[:port]")
     validate_repository(repository, text=text)
     return Reference(host, repository, tag=tag, digest=digest or None)
