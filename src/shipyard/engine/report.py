@@ -158,6 +158,23 @@ def write_report(
     return path
 
 
+def annotate(report: Path, extra: Mapping[str, Mapping[str, object]]) -> None:
+    """Add `extra` fields to the report's actions, by action id (a test stage's counts
+    and why it was selected); the report is left as it is when it cannot be read."""
+    try:
+        data = json.loads(report.read_bytes())
+        actions = data["actions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if not isinstance(actions, list):
+        return
+    for entry in actions:
+        if isinstance(entry, dict) and entry.get("id") in extra:
+            entry.update(extra[str(entry["id"])])
+    text = json.dumps(data, indent=2, sort_keys=False) + "\n"
+    atomic_write(report, text.encode(), durable=False)
+
+
 def trace_json(results: Sequence[Result]) -> dict[str, Any]:
     """Chrome trace-event format (opens in Perfetto): each action on its worker over time."""
     workers: dict[int, int] = {}

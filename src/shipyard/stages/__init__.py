@@ -11,15 +11,13 @@ report.json, `dist/logs/` and one JUnit file (`_junit`).
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from shipyard._fs import atomic_write
 from shipyard.dist import dist_dir, merged_results, report_file, stage_result
+from shipyard.engine.report import annotate
 from shipyard.engine.run import BuildOptions, BuildRun
 from shipyard.engine.scheduler import Event, Result
 from shipyard.manifest import Manifest
@@ -154,20 +152,14 @@ def _annotate(
     report: Path, results: tuple[Result, ...], found: Mapping[str, Counts], tests: TestPlan
 ) -> None:
     """Add each stage's counts and --since reasons to report.json's test entries."""
-    try:
-        data: dict[str, Any] = json.loads(report.read_bytes())
-    except (OSError, ValueError):
-        return
-    ids = {r.action.id for r in results}
-    for entry in data.get("actions", []):
-        action_id = entry.get("id")
-        if action_id not in ids:
-            continue
-        entry["status_text"] = status_word(str(entry.get("status")))
-        if action_id in found:
-            entry["tests"] = found[action_id].to_json()
-        reasons = tests.reasons.get(str(entry.get("project")))
+    extra: dict[str, dict[str, object]] = {}
+    for result in results:
+        action = result.action
+        entry: dict[str, object] = {"status_text": status_word(result.status)}
+        if action.id in found:
+            entry["tests"] = found[action.id].to_json()
+        reasons = tests.reasons.get(action.project)
         if reasons:
             entry["affected"] = [r.to_json() for r in reasons]
-    text = json.dumps(data, indent=2) + "\n"
-    atomic_write(report, text.encode(), durable=False)
+        extra[action.id] = entry
+    annotate(report, extra)
