@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from shipyard import git
 from shipyard.errors import UsageError
 
 __all__ = [
@@ -61,25 +61,13 @@ class Stamp:
 def _git(root: Path, *commands: tuple[str, ...], raw: bool = False) -> list[str | None]:
     """Each git command's output (None where it failed), the commands run side by side:
     every build asks, and git's start-up is most of what a no-op build waits for."""
-    running: list[subprocess.Popen[str] | None] = []
-    for args in commands:
-        try:
-            running.append(
-                subprocess.Popen(
-                    ["git", "-C", str(root), *args],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                )
-            )
-        except OSError:
-            running.append(None)
+    running = [git.start(root, *args) for args in commands]
     outputs: list[str | None] = []
     for process in running:
         if process is None:
             outputs.append(None)
             continue
-        stdout, _ = process.communicate()
+        stdout = process.communicate()[0].decode(errors="surrogateescape")
         text = stdout if raw else stdout.strip()
         outputs.append(text if process.returncode == 0 else None)
     return outputs

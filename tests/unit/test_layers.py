@@ -21,7 +21,8 @@ PACKAGE = SRC / "shipyard"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_fs", "_toml", "_json", "_units"),
     ("__init__",),  # the version, and the errors re-exported
-    ("process", "files", "dist", "stamp", "artifacts", "_http"),
+    ("process", "git"),
+    ("files", "dist", "stamp", "artifacts", "_http"),
     ("oci",),
     ("workspace",),
     ("manifest",),
@@ -113,7 +114,7 @@ def test_the_check_sees_upward_and_sideways_imports(tmp_path: Path) -> None:
         "from shipyard.stages import run\nfrom shipyard.oci import keep\n"
     )
     assert violations(src) == [
-        "src/shipyard/builders/x.py:1: builders (layer 9) imports shipyard.stages",
-        "src/shipyard/oci/keep.py:2: oci (layer 3) imports shipyard.engine.keys",
-        "src/shipyard/oci/rel.py:1: oci (layer 3) imports shipyard.engine",
+        "src/shipyard/builders/x.py:1: builders (layer 10) imports shipyard.stages",
+        "src/shipyard/oci/keep.py:2: oci (layer 4) imports shipyard.engine.keys",
+        "src/shipyard/oci/rel.py:1: oci (layer 4) imports shipyard.engine",
     ]

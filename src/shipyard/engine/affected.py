@@ -22,6 +22,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from shipyard import git
 from shipyard.errors import Problem, ShipyardError, UsageError
 from shipyard.files.sources import _IGNORED_DIRS, _OUTPUT_DIRS
 from shipyard.manifest import Binary, Manifest, did_you_mean
@@ -73,12 +74,10 @@ class Affected:
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False)
-    except OSError as exc:
-        raise UsageError(
-            f"--since needs git, which could not run: {exc.strerror}; install git or drop --since"
-        ) from None
+    done = git.run(root, *args)
+    if done is None:
+        raise UsageError("--since needs git, which could not run; install git or drop --since")
+    return done
 
 
 def _commit(root: Path, since: str) -> str:

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from shipyard import git
 from shipyard.errors import UsageError
 from shipyard.files.statcache import StatMemo
 
@@ -61,17 +62,10 @@ _MAX_LINK_DEPTH = 8
 
 def _ask_git(source: Path) -> subprocess.Popen[bytes] | None:
     """Start asking git for the untracked paths it ignores under `source`."""
-    try:
-        return subprocess.Popen(
-            [
-                *("git", "-C", str(source), "ls-files", "-z", "--others", "--ignored"),
-                *("--exclude-standard", "--directory", "--", "."),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError:
-        return None
+    return git.start(
+        source, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+        "--", ".",
+    )  # fmt: skip
 
 
 def _answer(process: subprocess.Popen[bytes] | None) -> frozenset[str] | None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from shipyard import git
 from shipyard.errors import UsageError
 from shipyard.oci.remote.push import parse_hub
 from shipyard.oci.remote.registry import RegistryError
@@ -37,12 +37,7 @@ RELEASED_STEP = "release"
 
 
 def _git_tag_exists(ctx: ReleaseContext, tag: str) -> bool:
-    done = subprocess.run(
-        ["git", "-C", str(ctx.root), "rev-parse", "-q", "--verify", f"refs/tags/{tag}"],
-        capture_output=True,
-        check=False,
-    )
-    return done.returncode == 0
+    return git.output(ctx.root, "rev-parse", "-q", "--verify", f"refs/tags/{tag}") is not None
 
 
 class Preflight:

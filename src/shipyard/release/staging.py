@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from shipyard import git
 from shipyard._fs import atomic_write, sha256_file
 from shipyard.artifacts import ANY, Artifact, Distribution, select
 from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, variant_of
@@ -69,10 +69,8 @@ def sha256sums(folder: Path) -> str:
 
 
 def _git(root: Path, *args: str) -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() if done.returncode == 0 else None
+    found = git.output(root, *args)
+    return None if found is None else found.decode(errors="replace").strip()
 
 
 def changelog(root: Path, project: str, version: str) -> str:

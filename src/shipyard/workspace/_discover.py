@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipyard import _toml
+from shipyard import _toml, git
 from shipyard.workspace._text import TomlFile, Where, WorkspaceError
 
 __all__ = ["UvWorkspace", "read_pyprojects", "rel", "uv_workspace"]
@@ -40,18 +39,12 @@ class UvWorkspace:
 
 
 def _git_pyprojects(root: Path) -> list[Path] | None:
-    try:
-        listed = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "-co", "--exclude-standard", "--",
-             "*pyproject.toml"],
-            capture_output=True,
-            check=False,
-        )  # fmt: skip
-    except OSError:
+    listed = git.output(
+        root, "ls-files", "-z", "-co", "--exclude-standard", "--", "*pyproject.toml"
+    )
+    if listed is None:
         return None
-    if listed.returncode != 0:
-        return None
-    names = {n for n in os.fsdecode(listed.stdout).split("\0") if n}
+    names = {n for n in os.fsdecode(listed).split("\0") if n}
     return [root / n for n in sorted(names) if n.rsplit("/", 1)[-1] == "pyproject.toml"]
 
 
