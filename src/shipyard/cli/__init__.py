@@ -9,7 +9,6 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,6 @@ from shipyard.manifest import find_manifest, load_manifest
 if TYPE_CHECKING:
     from shipyard.engine.scheduler import Result
     from shipyard.manifest import Manifest
-    from shipyard.stamp import Stamp
 
 # Each command imports what it needs when it runs: `check`, `plan`, `schema` and
 # `--version` never load the builders, oci, the HTTP clients or the release stages
@@ -281,6 +279,7 @@ def _build(args: argparse.Namespace) -> int:
     from shipyard.builders import BUILDERS
     from shipyard.cli._console import Display
     from shipyard.engine.plan import shard
+    from shipyard.engine.planning import action_stamps
     from shipyard.engine.report import report_json
     from shipyard.engine.run import BuildOptions, execute
     from shipyard.stamp import read_stamp
@@ -297,7 +296,7 @@ def _build(args: argparse.Namespace) -> int:
         args.release_version,
         tag_prefix=manifest.project.tag_prefix_for(),
     )
-    stamps = _stamps(manifest, plan, stamp, args.release_version)
+    stamps = action_stamps(plan, stamp, args.release_version, os.environ)
     options = BuildOptions(
         jobs=args.jobs,
         keep_going=args.keep_going,
@@ -340,32 +339,6 @@ def _warn_sizes(plan: Plan, results: Sequence[Result]) -> None:
 
     for finding in check_sizes(plan.binaries, results):
         print(f"warning: {finding.message(plan.manifest.root)}", file=sys.stderr)
-
-
-def _stamps(manifest: Manifest, plan: Plan, stamp: Stamp, override: str | None) -> dict[str, Stamp]:
-    """Per-action stamps: each binary's revision and clock from the last commit that
-    changed its own inputs, and with `version: git` its version too. A version given
-    (--version, $VERSION or a literal project.version) stays one version for all."""
-    from shipyard.engine.plan import version_inputs
-    from shipyard.stamp import choose_version, input_stamps
-
-    versioned = choose_version(manifest.project.version, os.environ, override)[0] == "git"
-    actions = {a.id: a for a in plan.actions}
-    by_action = {
-        name: replace(i, tag_prefix=manifest.project.tag_prefix_for(actions[name].project))
-        for name, i in version_inputs(plan).items()
-    }
-    groups = {repr(i): i for i in by_action.values()}
-    from shipyard.dist import dist_dir, stamps_file
-
-    memo = stamps_file(dist_dir(manifest.root))
-    found = input_stamps(manifest.root, stamp, groups, os.environ, versioned=versioned, memo=memo)
-    if versioned and found:
-        from shipyard.engine.planning import lockstep, newest
-
-        if lockstep(manifest, plan.workspace):
-            found = dict.fromkeys(found, newest(found.values()))
-    return {action: found[repr(i)] for action, i in by_action.items()}
 
 
 def _cache(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ lock checked, and `--since` applied. The one way the CLI and the release plan.""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from shipyard.stamp import Stamp
 from shipyard.workspace import Workspace, check_lock, load_workspace
 
 __all__ = [
+    "action_stamps",
     "check_pythons",
     "load_projects",
     "lock_keys",
@@ -199,3 +201,31 @@ def newest(stamps: Iterable[Stamp]) -> Stamp:
             return (0, None)
 
     return max(stamps, key=order)
+
+
+def action_stamps(
+    plan: Plan, stamp: Stamp, override: str | None, env: Mapping[str, str]
+) -> dict[str, Stamp]:
+    """Per-action stamps: each binary's revision and clock from the last commit that
+    changed its own inputs, and with `version: git` its version too (one for all when
+    the projects are in lockstep). A version given (--version, $VERSION or a literal
+    project.version) stays one version for all. By action id."""
+    from shipyard.dist import dist_dir, stamps_file
+    from shipyard.engine.plan import version_inputs
+    from shipyard.stamp import choose_version, input_stamps
+
+    manifest = plan.manifest
+    versioned = choose_version(manifest.project.version, env, override)[0] == "git"
+    actions = {a.id: a for a in plan.actions}
+    by_action = {
+        name: dataclasses.replace(
+            i, tag_prefix=manifest.project.tag_prefix_for(actions[name].project)
+        )
+        for name, i in version_inputs(plan).items()
+    }
+    groups = {repr(i): i for i in by_action.values()}
+    memo = stamps_file(dist_dir(manifest.root))
+    found = input_stamps(manifest.root, stamp, groups, env, versioned=versioned, memo=memo)
+    if versioned and found and lockstep(manifest, plan.workspace):
+        found = dict.fromkeys(found, newest(found.values()))
+    return {action: found[repr(i)] for action, i in by_action.items()}
