@@ -10,10 +10,11 @@ import pytest
 
 from shipyard._fs import TEMP_PREFIX, remove_stale_temps, sha256_file
 from shipyard.engine.cache import local as cache_module
-from shipyard.engine.cache.local import ActionCache, CachingBuilder, default_cache_dir
+from shipyard.engine.cache.local import ActionCache, default_cache_dir
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
+from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 
 
@@ -52,7 +53,7 @@ def _setup(tmp_path: Path) -> tuple[BuildContext, Action, ActionCache]:
 def test_hit_restores_without_building(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    builder = CachingBuilder(inner, cache)
+    builder = Wrapped(inner, cache)
     first = builder.run(action, ctx, ())
     assert not first.cached and inner.builds == 1
     (ctx.dist / "wheels" / "x.whl").unlink()
@@ -65,18 +66,18 @@ def test_hit_restores_without_building(tmp_path: Path) -> None:
 def test_changed_input_misses_and_force_rebuilds(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    CachingBuilder(inner, cache).run(action, ctx, ())
+    Wrapped(inner, cache).run(action, ctx, ())
     inner.salt = "b"
-    assert not CachingBuilder(inner, cache).run(action, ctx, ()).cached
-    assert not CachingBuilder(inner, cache, force=True).run(action, ctx, ()).cached
+    assert not Wrapped(inner, cache).run(action, ctx, ()).cached
+    assert not Wrapped(inner, cache, force=True).run(action, ctx, ()).cached
     assert inner.builds == 3
 
 
 def test_damaged_entry_is_a_miss_not_an_error(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    CachingBuilder(inner, cache).run(action, ctx, ())
-    key = CachingBuilder(inner, cache).key(action, ctx, ()).digest
+    Wrapped(inner, cache).run(action, ctx, ())
+    key = Wrapped(inner, cache).key(action, ctx, ()).digest
     for blob in cache.blobs.iterdir():
         blob.unlink()
     assert cache.restore(key, tmp_path) is None
@@ -119,7 +120,7 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
 ) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    CachingBuilder(inner, cache).run(action, ctx, ())
+    Wrapped(inner, cache).run(action, ctx, ())
     out = ctx.dist / "wheels" / "x.whl"
     hashed: list[Path] = []
     real = sha256_file
@@ -131,13 +132,13 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
     monkeypatch.setattr(cache_module, "sha256_file", counting)
     fresh = ActionCache(tmp_path / "cache")  # a new process: the record is on disk
     for _ in range(3):
-        assert CachingBuilder(inner, fresh).run(action, ctx, ()).cached
+        assert Wrapped(inner, fresh).run(action, ctx, ()).cached
     assert hashed == []  # the stat facts match what the build recorded
     out.write_text("content b")  # same size, other bytes: the stat facts change
-    outcome = CachingBuilder(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
+    outcome = Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert outcome.cached and inner.builds == 1
     assert hashed == [out]
     assert out.read_text() == "content a"  # restored from the cache
     hashed.clear()
-    assert CachingBuilder(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ()).cached
+    assert Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ()).cached
     assert hashed == []

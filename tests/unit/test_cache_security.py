@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from shipyard._fs import sha256_file
-from shipyard.engine.cache.local import ActionCache, CachingBuilder
+from shipyard.engine.cache.local import ActionCache
 from shipyard.engine.cache.restore import Declared, RefusedEntry, checked_path, declared_outputs
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
+from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 from tests.reliability import record
 
@@ -102,7 +103,7 @@ def _scene(tmp_path: Path) -> Scene:
     action = Action("wheel:x", "wheel", ("x",), repo)
     cache = ActionCache(tmp_path / "cache")
     builder = Honest()
-    CachingBuilder(builder, cache).run(action, ctx, ())  # the honest entry and blob
+    Wrapped(builder, cache).run(action, ctx, ())  # the honest entry and blob
     (ctx.dist / "wheels" / "x.whl").unlink()  # a clean checkout: the restore must write
     return Scene(tmp_path, repo, cache, outside, ctx, action, builder)
 
@@ -187,7 +188,7 @@ ATTACKS: dict[str, Attack] = {
 
 
 def _attempt(tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> list[str]:
-    """Run one attack through CachingBuilder; the problems seen (empty: it failed)."""
+    """Run one attack through the engine's wrapper; the problems seen (empty: it failed)."""
     scene = _scene(tmp_path)
     cache_root = scene.cache.root.parent
     ATTACKS[name](scene)
@@ -195,7 +196,7 @@ def _attempt(tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> lis
     before = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="shipyard"):
-        outcome = CachingBuilder(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
+        outcome = Wrapped(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
     problems: list[str] = []
     after = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))

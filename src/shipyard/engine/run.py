@@ -11,7 +11,7 @@ from pathlib import Path
 
 from shipyard._fs import atomic_write, exclusive, remove_stale_temps
 from shipyard.dist import dist_dir, lock_file, outputs_file, report_file, source_digests_file
-from shipyard.engine.cache.local import ActionCache, CachingBuilder, OutputCache, cache_limit
+from shipyard.engine.cache.local import ActionCache, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
 from shipyard.engine.report import previous_durations, write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
@@ -108,7 +108,7 @@ def execute(
 
             host, repository = parse_cache_url(options.remote)
             cache = TieredCache(cache, RemoteCache(default_registry(host), repository))
-        chosen = {k: CachingBuilder(b, cache, force=options.force) for k, b in builders.items()}
+        chosen = {k: Wrapped(b, cache, force=options.force) for k, b in builders.items()}
     with exclusive(lock_file(dist)):
         durations = previous_durations(report_file(dist))
         remove_stale_temps(dist)

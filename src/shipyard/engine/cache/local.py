@@ -66,9 +66,8 @@ from shipyard.engine.cache.restore import (
     place_files,
     stored_mode,
 )
-from shipyard.engine.context import Builder
 from shipyard.engine.report import reported_outputs
-from shipyard.engine.wrapper import OutputCache, Wrapped
+from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
 from shipyard.files.statcache import StatMemo
 
@@ -80,7 +79,6 @@ __all__ = [
     "DEFAULT_MAX_SIZE",
     "MAX_SIZE_ENV",
     "ActionCache",
-    "CachingBuilder",
     "OutputCache",
     "blob_store",
     "cache_limit",
@@ -491,10 +489,3 @@ def _size(path: Path) -> int | None:
         return path.stat().st_size
     except OSError:
         return None
-
-
-class CachingBuilder(Wrapped):
-    """Wraps a builder with a cache: a key already in it restores outputs and runs nothing."""
-
-    def __init__(self, inner: Builder, cache: OutputCache, *, force: bool = False) -> None:
-        super().__init__(inner, cache, force=force)
