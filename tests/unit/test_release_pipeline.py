@@ -137,3 +137,62 @@ def test_image_tags_replace_plus_and_put_the_version_first(tmp_path: Path) -> No
     image = Image(hubs=("h/x",), tags=("latest", "1.2.3-local.1"))
     binary = Binary("a", tmp_path, "a:main", ("image",), ("linux/amd64",), ("linux",), image, ())
     assert ctx.image_tags(binary) == ("1.2.3-local.1", "latest")
+
+
+def test_the_build_stage_builds_as_shipyard_build_does(tmp_path: Path) -> None:
+    """One build path (issue 27): each action gets its own stamp, its clock from the last
+    commit that changed its inputs, and the release's version for all."""
+    import os
+    import subprocess
+
+    from shipyard.engine.context import BuildContext
+    from shipyard.engine.keys import ActionKey, Inputs
+    from shipyard.engine.plan import Action
+    from shipyard.release.building import Build
+    from shipyard.release.pipeline import prepare_release
+
+    root = tmp_path / "repo"
+    for name in ("a", "b"):
+        (root / name / "src" / name).mkdir(parents=True)
+        (root / name / "src" / name / "__init__.py").write_text("def main():\n    return 0\n")
+        (root / name / "pyproject.toml").write_text(
+            f'[project]\nname = "{name}"\nversion = "0.1"\n'
+            '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        )
+    (root / "binaries.yaml").write_text(
+        "schema: 1\nproject: {name: demo}\nbinaries:\n"
+        "  a: {source: a, entrypoint: 'a:main'}\n  b: {source: b, entrypoint: 'b:main'}\n"
+    )
+
+    def commit(paths: list[str], when: int) -> None:
+        date = f"@{when} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+        subprocess.run([*git, "add", *paths], check=True, env=env)
+        subprocess.run([*git, "commit", "-qm", "x"], check=True, env=env)
+
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    commit(["a", "binaries.yaml"], 1_600_000_000)
+    commit(["b"], 1_700_000_000)
+    seen: dict[str, tuple[str, int]] = {}
+
+    class Recorder:
+        kind = "wheel"
+
+        def inputs(self, action: Action, ctx: BuildContext, deps: tuple[object, ...]) -> Inputs:
+            return {"action": action.id}
+
+        def build(
+            self, action: Action, ctx: BuildContext, deps: tuple[object, ...], key: ActionKey
+        ) -> tuple[()]:
+            seen[action.id] = (ctx.stamp.version, ctx.stamp.epoch)
+            return ()
+
+    ctx = prepare_release(
+        root / "binaries.yaml",
+        ReleaseOptions(version="2.0.0"),
+        env={**os.environ, "SHIPYARD_CACHE_DIR": str(tmp_path / "cache")},
+        builders={"wheel": Recorder()},
+    )
+    Build().run(ctx)
+    assert seen == {"wheel:a": ("2.0.0", 1_600_000_000), "wheel:b": ("2.0.0", 1_700_000_000)}

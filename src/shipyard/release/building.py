@@ -73,9 +73,19 @@ class Build:
         return _RESUMING if ctx.resuming else None
 
     def run(self, ctx: ReleaseContext) -> None:
-        """Build; any failed action fails the stage, naming it."""
+        """Build as `shipyard build --version=<the release's version>` builds: the same
+        engine entry, each action with its own stamp (its revision and clock from the
+        last commit that changed its inputs; the release's version for all). Any
+        failed action fails the stage, naming it."""
+        from shipyard.engine.planning import action_stamps
+        from shipyard.files.sources import GitIgnored
+
         options = BuildOptions(jobs=ctx.options.jobs, cache_dir=ctx.options.cache_dir)
-        ctx.build = execute(ctx.plan, ctx.stamp, ctx.builders, options, env=ctx.env)
+        stamps = action_stamps(ctx.plan, ctx.stamp, ctx.stamp.version, ctx.env)
+        git = GitIgnored(ctx.manifest.root).prefetch()
+        ctx.build = execute(
+            ctx.plan, ctx.stamp, ctx.builders, options, env=ctx.env, git=git, stamps=stamps
+        )
         if ctx.build.failed:
             first = ctx.build.failed[0]
             raise BuildError(
