@@ -396,57 +396,22 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> int:
-    from shipyard.artifacts import select
-    from shipyard.builders.image.variants import DEFAULT, variant_layout, variant_of
-    from shipyard.dist import dist_dir, image_layout, report_file
-    from shipyard.engine.report import read_artifacts
-    from shipyard.oci.remote.push import Publisher, read_layout_image, require_platforms
-    from shipyard.release.rails import check_protected
+    from shipyard.release.push import push_built
 
     manifest = _manifest(args, cached=True)
     plan = _plan(args, manifest)
     if _nothing_since(args, plan):
         return 0
-    publisher = Publisher(on_step=lambda line: print(line, file=sys.stderr))
-    dist = dist_dir(manifest.root)
-    built = read_artifacts(report_file(dist), manifest.root) or ()
-    pushed = 0
-    ready = []  # (binary, variant, image): the default first, then each image.variants
-    for binary in plan.binaries:
-        if "image" not in binary.outputs:
-            continue
-        # The image the last build reported; else where the image builder writes it.
-        images = [a for a in select(built, kind="image", binary=binary.name) if not variant_of(a)]
-        layout = images[0].path.parent if images else image_layout(dist, binary.name)
-        for variant in (DEFAULT, *sorted(binary.image.variants)):
-            folder = variant_layout(layout, variant)
-            if not (folder / "index.json").is_file():
-                what = f"{variant} variant image" if variant else "image"
-                raise UsageError(
-                    f"{binary.name}: no {what} in {folder}; run `shipyard build "
-                    f"--binary={binary.name} --output=image` first"
-                )
-            image = read_layout_image(folder)
-            # Every image is checked before the first is pushed: all of them go, or none.
-            if not args.allow_partial:
-                require_platforms(binary.name, folder, image, binary.image_platforms)
-            ready.append((binary, variant, image))
-    # Protected hubs are refused before anything is pushed, as missing platforms are.
-    check_protected(
-        list({b.name: b for b, _, _ in ready}.values()),
+    pushed = push_built(
+        plan,
         os.environ,
-        force=args.force_protected,
-        command="push",
+        tags=split_flag(args.tag),
+        allow_partial=args.allow_partial,
+        force_protected=args.force_protected,
+        on_step=lambda line: print(line, file=sys.stderr),
     )
-    for binary, variant, image in ready:
-        tags = split_flag(args.tag) or binary.image.tags
-        # A variant's tags are suffixed -<variant>; one equal to the default has its
-        # digest, so only its tags move.
-        for result in publisher.push(binary.name, image, binary.image.hubs, tags, variant=variant):
-            print(f"{result.name}@{result.digest} tags: {', '.join(result.tags)}")
-            pushed += 1
-    if not pushed:
-        raise UsageError("nothing to push: no selected binary has an image output")
+    for result in pushed:
+        print(f"{result.name}@{result.digest} tags: {', '.join(result.tags)}")
     return 0
 
 
