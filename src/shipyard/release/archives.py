@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import tarfile
 import time
@@ -31,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import TEMP_PREFIX
-from shipyard.builders.zipapp import _boot as boot
-from shipyard.builders.zipapp import launcher, launcher_name
+from shipyard.builders.zipapp import launcher, launcher_name, zipapp_info
 from shipyard.errors import ShipyardError
 from shipyard.files.sources import read_shipped_file
 from shipyard.stamp import ZIP_EPOCH
@@ -106,19 +104,6 @@ def find_license(root: Path) -> Path | None:
             read_shipped_file(path, root)
             return path
     return None
-
-
-def zipapp_info(zipapp: Path) -> dict[str, object]:
-    """The build info a shipyard zipapp carries (`_shipyard/build.json`); ShipyardError
-    when `zipapp` is not one."""
-    try:
-        with zipfile.ZipFile(zipapp) as archive:
-            info = json.loads(archive.read(boot.BUILD_INFO))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
-        raise ShipyardError(f"{zipapp} is not a shipyard zipapp: {exc}") from None
-    if not isinstance(info, dict):
-        raise ShipyardError(f"{zipapp} is not a shipyard zipapp: its build info is not a mapping")
-    return info
 
 
 def _cache_folder(os_name: str) -> str:

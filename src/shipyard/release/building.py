@@ -130,7 +130,7 @@ def _interpreter(zipapp: Path) -> str | None:
     """The interpreter that runs `zipapp` here: this one, unless the zipapp was built
     for one of several Pythons that is not this one (build.json's `archive_python`);
     then `python3.X` on PATH, or None when there is none."""
-    from shipyard.release.archives import zipapp_info
+    from shipyard.builders.zipapp import zipapp_info
 
     try:
         wanted = zipapp_info(zipapp).get("archive_python")

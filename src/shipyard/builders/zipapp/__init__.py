@@ -27,6 +27,7 @@ import stat
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -64,6 +65,7 @@ __all__ = [
     "options_for",
     "pythons_of",
     "write_archive",
+    "zipapp_info",
 ]
 
 DEFAULT_SHEBANG = "/usr/bin/env python3"
@@ -85,6 +87,19 @@ def _boot_source() -> bytes:
 # What a Windows launcher may name: a zipapp file name (binary names and PEP 440
 # versions need no more), so nothing in it means anything to cmd.exe.
 _LAUNCHABLE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-")
+
+
+def zipapp_info(zipapp: Path) -> dict[str, object]:
+    """The build info a shipyard zipapp carries (`_shipyard/build.json`); ShipyardError
+    when `zipapp` is not one."""
+    try:
+        with zipfile.ZipFile(zipapp) as archive:
+            info = json.loads(archive.read(boot.BUILD_INFO))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ShipyardError(f"{zipapp} is not a shipyard zipapp: {exc}") from None
+    if not isinstance(info, dict):
+        raise ShipyardError(f"{zipapp} is not a shipyard zipapp: its build info is not a mapping")
+    return info
 
 
 def launcher_name(binary: str) -> str:
