@@ -23,6 +23,7 @@ from shipyard.cli import main, parser
 from shipyard.cli.tasks import ns
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Manifest, load_manifest
+from shipyard.oci.remote.attach import attached_tag
 from shipyard.release.promote import (
     PromoteOptions,
     PromotionError,
@@ -36,7 +37,7 @@ from shipyard.release.provenance import (
     expected_subjects,
     write_provenance,
 )
-from shipyard.release.sbom import PLATFORM_NOTE, attached_tag, attachment
+from shipyard.release.sbom import PLATFORM_NOTE, attachment
 from shipyard.release.signing import generate_keypair, load_signing_key, sign_sums
 from tests.unit.test_invoke_tasks import shipyard_argv
 
@@ -481,11 +482,11 @@ def test_the_staged_sboms_are_rebuilt_and_checked_against_release_json(tmp_path:
     whole = made(*documents)
     staged = json.loads((folder / "release.json").read_text())
     staged["artifacts"][1]["sbom"] = {
-        "tag": attached_tag(DIGEST),
+        "tag": attached_tag(DIGEST, "sbom"),
         "digest": whole,
         "documents": list(documents),
         "platforms": [
-            {"tag": attached_tag(child), "digest": made(rel), "documents": [rel]}
+            {"tag": attached_tag(child, "sbom"), "digest": made(rel), "documents": [rel]}
             for rel, (_, child) in documents.items()
         ],
     }
@@ -504,7 +505,7 @@ def test_the_staged_sboms_are_rebuilt_and_checked_against_release_json(tmp_path:
     (image,) = plan(path, to=("127.0.0.9:5000/final",)).images
     amd64, arm64 = documents
     assert [(s.tag, s.digest) for s in image.sboms] == [
-        (attached_tag(DIGEST), whole),
+        (attached_tag(DIGEST, "sbom"), whole),
         ("sha256-" + "2" * 64 + ".sbom", made(amd64)),
         ("sha256-" + "3" * 64 + ".sbom", made(arm64)),
     ]

@@ -19,12 +19,12 @@ from cyclonedx.validation.json import JsonStrictValidator
 from shipyard.artifacts import Distribution, Installed, Metadata
 from shipyard.builders.resolve import _license, resolve
 from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_CONFIG, OCI_MANIFEST
+from shipyard.oci.remote.attach import attached_tag
 from shipyard.release.publish import publish_steps
 from shipyard.release.sbom import (
     FIRST_PARTY,
     PLATFORM_NOTE,
     BaseImage,
-    attached_tag,
     attachment,
     contents_sbom,
 )
@@ -187,7 +187,7 @@ def test_attachment_is_cosigns_shape_and_deterministic() -> None:
     assert made.blobs[manifest["config"]["digest"]]
     assert made.digest == "sha256:" + hashlib.sha256(made.manifest).hexdigest()
     assert attachment(docs[:1]).digest != made.digest
-    assert attached_tag(DIGEST) == "sha256-" + "ab" * 32 + ".sbom"
+    assert attached_tag(DIGEST, "sbom") == "sha256-" + "ab" * 32 + ".sbom"
 
 
 def test_sbom_attachments_are_publish_steps_after_the_images_before_wheels_and_tags() -> None:

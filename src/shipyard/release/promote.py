@@ -66,6 +66,7 @@ from shipyard.manifest import Binary, Image, Manifest
 from shipyard.oci.layout import index_entries, manifest_blobs
 from shipyard.oci.mediatypes import is_foreign_layer, is_index
 from shipyard.oci.model import Descriptor, OCIError
+from shipyard.oci.remote.attach import Attachment, push_attachment
 from shipyard.oci.remote.push import Hub, Publisher, default_registry, parse_hub, variant_tags
 from shipyard.oci.remote.registry import Registry, RegistryError
 from shipyard.release.index import PackageIndex
@@ -78,7 +79,7 @@ from shipyard.release.rails import (
     find_clashes,
     refused_hubs,
 )
-from shipyard.release.sbom import Attachment, attachment, push_attachment
+from shipyard.release.sbom import attachment
 from shipyard.release.signing import (
     SUMS,
     SUMS_SIG,

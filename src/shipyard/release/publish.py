@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from shipyard._fs import sha256_file
 from shipyard.errors import ShipyardError, UsageError
+from shipyard.oci.remote.attach import Attachment, push_attachment
 from shipyard.oci.remote.push import (
     LayoutImage,
     Publisher,
@@ -61,7 +62,7 @@ from shipyard.release.index import PackageIndex
 from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.rails import check_tag_move
-from shipyard.release.sbom import Attachment, attachment, push_attachment
+from shipyard.release.sbom import attachment
 from shipyard.release.signing import SUMS_SIG, VerifyError
 
 if TYPE_CHECKING:  # the check (and the provenance and crypto it reads) loads when publishing

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import uuid
 import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.parser import BytesParser
@@ -52,22 +52,19 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard.artifacts import Artifact, Distribution
-from shipyard.dist import temp_prefix
-from shipyard.errors import BuildError, ShipyardError
-from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_CONFIG, OCI_MANIFEST
-from shipyard.oci.remote.registry import Registry
-from shipyard.release.signing import attachment_config
+from shipyard.errors import BuildError
+from shipyard.oci.mediatypes import CYCLONEDX_JSON
+from shipyard.oci.remote.attach import Attachment
+from shipyard.oci.remote.attach import attachment as make_attachment
 
 __all__ = [
     "FIRST_PARTY",
     "PLATFORM_NOTE",
     "Attachment",
     "BaseImage",
-    "attached_tag",
     "attachment",
     "contents_sbom",
     "installed_dependencies",
-    "push_attachment",
     "resolve_requirements",
     "sbom_json",
     "wheel_requirements",
@@ -306,56 +303,9 @@ def contents_sbom(
     return str(JsonV1Dot6(bom).output_as_string(indent=2)) + "\n"
 
 
-@dataclass(frozen=True)
-class Attachment:
-    """An OCI manifest carrying SBOM documents as layers, as `cosign attach sbom` writes
-    one: the manifest bytes and every blob it names (digest -> bytes)."""
-
-    manifest: bytes
-    blobs: Mapping[str, bytes]
-
-    @property
-    def digest(self) -> str:
-        """The manifest's digest."""
-        return "sha256:" + hashlib.sha256(self.manifest).hexdigest()
-
-
-def push_attachment(
-    client: Registry,
-    repo: str,
-    tag: str,
-    made: Attachment,
-    *,
-    on_step: Callable[[str], None] = lambda _: None,
-) -> bool:
-    """`made` into `repo` under `tag` (blobs, then the manifest); False when the tag
-    already names the same manifest (nothing pushed). ShipyardError when the registry
-    stores the manifest under another digest."""
-    where = f"{client.host}/{repo}:{tag}"
-    if client.manifest_exists(repo, tag) == made.digest:
-        on_step(f"have {where}")
-        return False
-    with tempfile.TemporaryDirectory(prefix=temp_prefix("sbom")) as tmp:
-        for digest, data in made.blobs.items():
-            path = Path(tmp) / digest.replace(":", "-")
-            path.write_bytes(data)
-            client.push_blob(repo, digest, len(data), path)
-    pushed = client.put_manifest(repo, tag, made.manifest, OCI_MANIFEST)
-    if pushed != made.digest:
-        raise ShipyardError(f"{where} was stored as {pushed}, not {made.digest}")
-    on_step(f"attached {where} -> {pushed}")
-    return True
-
-
-def attached_tag(digest: str) -> str:
-    """The tag cosign attaches an SBOM under: `sha256-<hex>.sbom` for `digest`."""
-    algorithm, _, hexpart = digest.partition(":")
-    return f"{algorithm}-{hexpart}.sbom"
-
-
 def attachment(documents: Sequence[tuple[str, str, bytes]]) -> Attachment:
     """The manifest whose layers are `documents` ((file name, platform, bytes)), each
-    typed `CYCLONEDX_JSON` (CycloneDX JSON), with cosign's near-empty image config.
+    typed `CYCLONEDX_JSON` (CycloneDX JSON), as `cosign attach sbom` writes one.
     Deterministic: the same documents give the same digest."""
     blobs: dict[str, bytes] = {}
     layers = []
@@ -370,16 +320,4 @@ def attachment(documents: Sequence[tuple[str, str, bytes]]) -> Attachment:
                 "annotations": {_TITLE: filename, PLATFORM_NOTE: platform},
             }
         )
-    config = attachment_config(layers)  # cosign's near-empty config
-    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-    blobs[config_digest] = config
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {"mediaType": OCI_CONFIG, "size": len(config), "digest": config_digest},
-            "layers": layers,
-        },
-        separators=(",", ":"),
-    ).encode()
-    return Attachment(manifest, blobs)
+    return make_attachment(layers, blobs)

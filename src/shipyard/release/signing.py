@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from shipyard._fs import atomic_write
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.mediatypes import COSIGN_SIMPLE_SIGNING, OCI_CONFIG, OCI_MANIFEST
+from shipyard.oci.remote.attach import attached_tag, attachment, push_attachment
 from shipyard.oci.remote.reference import validate_digest, validate_repository
 from shipyard.oci.remote.registry import NotFound, Registry, RegistryError
 
@@ -60,7 +61,6 @@ __all__ = [
     "VerifyError",
     "attached_layers",
     "attached_tag",
-    "attachment_config",
     "fetch_blob",
     "generate_keypair",
     "load_public_key",
@@ -354,12 +354,6 @@ def simple_signing_payload(docker_reference: str, digest: str) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def attached_tag(digest: str, suffix: str) -> str:
-    """The tag cosign attaches things to an image under: `sha256-<hex>.<suffix>`."""
-    algorithm, _, hexpart = validate_digest(digest).partition(":")
-    return f"{algorithm}-{hexpart}.{suffix}"
-
-
 @dataclass(frozen=True)
 class AttachedLayer:
     """One layer of a cosign `.sig`/`.att` manifest: its bytes, media type and annotations."""
@@ -391,31 +385,6 @@ class PushedSignature:
     tag: str
     digest: str
     pushed: bool  # False: the tag already held this layer (a resumed publish)
-
-
-def attachment_config(layers: list[dict[str, Any]]) -> bytes:
-    """The near-empty image config cosign gives its signature manifests."""
-    zero = "0001-01-01T00:00:00Z"
-    return json.dumps(
-        {
-            "architecture": "",
-            "created": zero,
-            "history": [{"created": zero}],
-            "os": "",
-            "rootfs": {"type": "layers", "diff_ids": [layer["digest"] for layer in layers]},
-            "config": {},
-        },
-        separators=(",", ":"),
-    ).encode()
-
-
-def _put_blob(registry: Registry, repo: str, data: bytes) -> str:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    with tempfile.TemporaryDirectory(prefix="shipyard-sig-") as tmp:
-        path = Path(tmp) / "blob"
-        path.write_bytes(data)
-        registry.push_blob(repo, digest, len(data), path)
-    return digest
 
 
 def fetch_blob(
@@ -533,25 +502,9 @@ def push_attached(
     if any(same(desc) for desc in layers):
         on_step(f"have {where}")
         return PushedSignature(repo, tag, found, pushed=False)
-    _put_blob(registry, repo, layer.data)
-    layers = [*layers, layer.descriptor()]
-    config = attachment_config(layers)
-    config_digest = _put_blob(registry, repo, config)
-    manifest = json.dumps(
-        {
-            "schemaVersion": 2,
-            "mediaType": OCI_MANIFEST,
-            "config": {
-                "mediaType": COSIGN_CONFIG_MEDIA_TYPE,
-                "size": len(config),
-                "digest": config_digest,
-            },
-            "layers": layers,
-        },
-        separators=(",", ":"),
-    ).encode()
-    pushed = registry.put_manifest(repo, tag, manifest, OCI_MANIFEST)
-    on_step(f"pushed {where} -> {pushed}")
+    made = attachment([*layers, layer.descriptor()], {layer.digest: layer.data})
+    push_attachment(registry, repo, tag, made, on_step=on_step, verb="pushed")
+    pushed = made.digest
     return PushedSignature(repo, tag, pushed, pushed=True)
 
 

@@ -32,6 +32,7 @@ from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, varia
 from shipyard.builders.wheel import build_info
 from shipyard.dist import staged_path, temp_prefix
 from shipyard.manifest import Binary
+from shipyard.oci.remote.attach import attached_tag
 from shipyard.oci.remote.push import parse_hub, variant_tags
 from shipyard.release.archives import find_license, write_release_archive
 from shipyard.release.building import artifacts as built_artifacts
@@ -40,7 +41,6 @@ from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import JOURNAL_NAME
 from shipyard.release.sbom import (
     BaseImage,
-    attached_tag,
     attachment,
     contents_sbom,
     installed_dependencies,
@@ -311,13 +311,13 @@ def _stage_sboms(
                     {
                         "platform": platform,
                         "of": digest,
-                        "tag": attached_tag(digest),
+                        "tag": attached_tag(digest, "sbom"),
                         "digest": one.digest,
                         "documents": [rel],
-                        "references": _references(hubs, art.binary, attached_tag(digest)),
+                        "references": _references(hubs, art.binary, attached_tag(digest, "sbom")),
                     }
                 )
-            tag = attached_tag(image.digest)
+            tag = attached_tag(image.digest, "sbom")
             entry["sbom"] = {
                 "tag": tag,
                 "digest": attached.digest,
