@@ -15,16 +15,12 @@ from pathlib import Path
 __all__ = ["output", "run", "start"]
 
 
-def _command(root: Path, args: tuple[str, ...]) -> list[str]:
-    return ["git", "-C", str(root), *args]
-
-
 def start(root: Path, *args: str) -> subprocess.Popen[bytes] | None:
     """Start `git -C root ARGS` with its stdout piped and its stderr dropped, to read
     later (several questions asked side by side); None when git cannot start."""
     try:
         return subprocess.Popen(
-            _command(root, args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            ["git", "-C", str(root), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
     except OSError:
         return None
@@ -34,7 +30,7 @@ def run(root: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
     """`git -C root ARGS` to its end, stdout and stderr captured; None when git cannot
     start."""
     try:
-        return subprocess.run(_command(root, args), capture_output=True, check=False)
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=False)
     except OSError:
         return None
 

@@ -36,7 +36,7 @@ from tests.integration.registries import (
     write_htpasswd,
 )
 from tests.reliability import record
-from tests.unit.test_build_env_secrets import BACKEND
+from tests.unit.test_process_secrets import BACKEND
 
 pytestmark = [pytest.mark.integration, pytest.mark.requires("registry")]
 

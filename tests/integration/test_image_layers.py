@@ -29,7 +29,7 @@ from shipyard.oci.model import Image, Platform
 from shipyard.stamp import Stamp
 from tests.integration.conftest import Services
 from tests.integration.test_images import OFFLINE, PLATFORMS, _run
-from tests.unit.test_resolve import make_wheel
+from tests.unit.builders.test_resolve import make_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ import pytest
 
 from shipyard.builders.zipapp import _boot as boot
 from tests.reliability import record
-from tests.unit.test_resolve import make_wheel
+from tests.unit.builders.test_resolve import make_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -34,7 +34,7 @@ import pytest
 from shipyard.builders.zipapp import _boot as boot
 from tests.integration._repo import copy_worktree, shipyard
 from tests.integration.conftest import require_services
-from tests.unit.test_zipapp_boot import make_pyz
+from tests.unit.builders.zipapp.test_zipapp_boot import make_pyz
 
 NOBODY = 65534
 APP = "def main():\n    print('file', __file__)\n"

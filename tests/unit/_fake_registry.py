@@ -1,8 +1,8 @@
 """A tiny in-process HTTP server with scripted answers, for faults a real registry cannot
-produce on demand (test_registry_*.py, test_http_client.py): 429 with Retry-After, 503
-then success, a reset connection, an answer cut short, a token endpoint. Everything
-else is tested against real registries in tests/integration/test_registry.py and,
-through a faulty proxy, test_faults*.py.
+produce on demand (oci/remote/test_registry_*.py, _http/test_transport.py): 429 with
+Retry-After, 503 then success, a reset connection, an answer cut short, a token
+endpoint. Everything else is tested against real registries in
+tests/integration/test_registry.py and, through a faulty proxy, test_faults*.py.
 """
 
 from __future__ import annotations

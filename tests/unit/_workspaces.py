@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.unit.test_resolve import make_wheel as wheel_of
+from tests.unit.builders.test_resolve import make_wheel as wheel_of
 
 UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
 needs_uv = pytest.mark.skipif(UV is None, reason="uv is not installed")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability import record
-from tests.unit.test_workspace_cli import _ENV, shipyard
+from tests.unit.workspace.test_workspace_cli import _ENV, shipyard
 
 DEPTH = 5000  # far past the recursion limit, as an attacker's file would be
 DEEP = f"x = {'[' * DEPTH}{']' * DEPTH}\n"
