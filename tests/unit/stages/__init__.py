@@ -1,0 +1,1 @@
+"""Tests of shipyard.stages (`shipyard test`)."""
