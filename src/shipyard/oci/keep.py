@@ -22,6 +22,7 @@ from pathlib import Path
 
 from shipyard import _json
 from shipyard._json import Inputs, Value, canonical
+from shipyard.oci.layout import blob_path
 from shipyard.oci.mediatypes import is_index
 from shipyard.oci.model import OCIError, Platform
 
@@ -41,11 +42,8 @@ def build_identity(inputs: Mapping[str, object]) -> str:
 
 
 def _blob(layout: Path, digest: str) -> bytes:
-    algorithm, _, hexdigest = digest.partition(":")
-    if algorithm != "sha256" or len(hexdigest) != 64 or not hexdigest.isalnum():
-        raise OCIError(f"unexpected digest {digest}")
-    data = (layout / "blobs" / "sha256" / hexdigest).read_bytes()
-    if hashlib.sha256(data).hexdigest() != hexdigest:
+    data = blob_path(layout, digest).read_bytes()  # OCIError for anything but sha256
+    if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
         raise OCIError(f"blob {digest} does not match its digest")
     return data
 

@@ -142,7 +142,7 @@ def write_layout(
     built = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{path.name}.", dir=path.parent))
     try:
         for digest, content in sorted(index_blobs(index).items(), key=lambda i: i[0]):
-            put_blob(built / "blobs" / digest.replace(":", "/", 1), content, digest)
+            put_blob(blob_path(built, digest), content, digest)
         top = index_descriptor(index)
         named = Descriptor(
             top.media_type,
@@ -245,9 +245,16 @@ def layout_tops(layout: Path) -> tuple[Descriptor, ...]:
         raise OCIError(f"{layout}: not an OCI image layout (index.json: {exc})") from None
 
 
+def blob_path(layout: Path, digest: str) -> Path:
+    """Where the blob `digest` of the layout at `layout` lives (`blobs/sha256/<hex>`);
+    OCIError for anything but a sha256 digest. The one place a layout's blob path is
+    made."""
+    return BlobStore(layout / "blobs").path(digest)
+
+
 def read_blob(layout: Path, desc: Descriptor) -> bytes:
     """A JSON blob (index, manifest, config) of the layout, checked against its digest."""
-    path = BlobStore(layout / "blobs").path(desc.digest)
+    path = blob_path(layout, desc.digest)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -259,7 +266,7 @@ def read_blob(layout: Path, desc: Descriptor) -> bytes:
 
 def blob_file(layout: Path, desc: Descriptor) -> Path:
     """The file of a (layer) blob of the layout, checked to be there at its size, not hashed."""
-    path = BlobStore(layout / "blobs").path(desc.digest)
+    path = blob_path(layout, desc.digest)
     if not path.is_file() or path.stat().st_size != desc.size:
         raise OCIError(f"{path}: blob {desc.digest} is missing or truncated ({desc.size} bytes)")
     return path

@@ -63,7 +63,7 @@ from shipyard._fs import sha256_file
 from shipyard.dist import dist_dir, release_dir, temp_prefix
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Binary, Image, Manifest
-from shipyard.oci.layout import index_entries, manifest_blobs
+from shipyard.oci.layout import blob_path, index_entries, manifest_blobs
 from shipyard.oci.mediatypes import is_foreign_layer, is_index
 from shipyard.oci.model import Descriptor, OCIError
 from shipyard.oci.remote.attach import Attachment, push_attachment
@@ -583,9 +583,12 @@ class _Copier:
         """
         if image.layout is None:
             return None
-        algorithm, _, hexdigest = blob.digest.partition(":")
-        path = image.layout / "blobs" / algorithm / hexdigest
-        if algorithm != "sha256" or not path.is_file() or path.stat().st_size != blob.size:
+        try:
+            path = blob_path(image.layout, blob.digest)
+        except OCIError:  # not sha256: fetched from the registry instead
+            return None
+        hexdigest = path.name
+        if not path.is_file() or path.stat().st_size != blob.size:
             return None
         if not image.same_registry and sha256_file(path) != hexdigest:
             return None

@@ -32,6 +32,8 @@ from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, varia
 from shipyard.builders.wheel import build_info
 from shipyard.dist import staged_path, temp_prefix
 from shipyard.manifest import Binary
+from shipyard.oci.layout import blob_path
+from shipyard.oci.model import OCIError
 from shipyard.oci.remote.attach import attached_tag
 from shipyard.oci.remote.push import parse_hub, variant_tags
 from shipyard.release.archives import find_license, write_release_archive
@@ -205,10 +207,9 @@ def _installed_for(art: Artifact, platform: str) -> tuple[Distribution, ...] | N
 
 def _base_of(layout: Path, manifest_digest: str) -> BaseImage | None:
     """The base image a platform manifest of `layout` names in its annotations."""
-    algorithm, _, hexpart = manifest_digest.partition(":")
     try:
-        data = json.loads((layout / "blobs" / algorithm / hexpart).read_bytes())
-    except (OSError, ValueError):
+        data = json.loads(blob_path(layout, manifest_digest).read_bytes())
+    except (OSError, ValueError, OCIError):
         return None
     notes = data.get("annotations") or {} if isinstance(data, dict) else {}
     name = notes.get(_BASE_NAME)
