@@ -59,10 +59,11 @@ def split_posargs(posargs: Sequence[str]) -> tuple[list[str], list[str]]:
         if word == "--":
             index += 1
             break
-        if name not in _OPTIONS:
+        if name not in _OPTIONS and not (name.startswith("-j") and name[2:].isdigit()):
             break
         options.append(word)
-        if _OPTIONS[name] and "=" not in word and index + 1 < len(posargs):
+        takes = _OPTIONS.get(name, False)  # -j4: the value is in the word
+        if takes and "=" not in word and index + 1 < len(posargs):
             options.append(posargs[index + 1])
             index += 1
         index += 1
@@ -97,3 +98,6 @@ def stages(
     every = _session(None, *options)
     every.__doc__ = "shipyard test: every stage of every project, cached by their inputs"
     nox.session(name=prefix + all_name, python=False)(every)
+    if nox.options.sessions is None and not prefix:
+        # A bare `nox` runs every stage once, not each stage twice (its session and test).
+        nox.options.sessions = [all_name]

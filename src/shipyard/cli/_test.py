@@ -182,7 +182,7 @@ def _json(done: TestRun) -> dict[str, object]:
 
 
 def _summary(done: TestRun, root: Path) -> None:
-    from shipyard.stages import status_word
+    from shipyard.stages import Counts, status_word
 
     out = sys.stderr
     statuses: dict[str, int] = {}
@@ -201,9 +201,11 @@ def _summary(done: TestRun, root: Path) -> None:
             tally = (tally + "; " if tally else "") + f"log {r.log.relative_to(root)}"
         print(f"{status_word(r.status):<7} {r.action.id:<40} {r.duration:6.1f}s {tally}", file=out)
     told = ", ".join(f"{n} {w}" for w, n in sorted(statuses.items()))
-    total = done.total
+    # The tests the stages ran (or restored): a stage that did not run counts none.
+    total = sum(done.counts.values(), Counts())
+    plural = "stage" if len(done.run.results) == 1 else "stages"
     print(
-        f"{len(done.run.results)} stages: {told}; tests: {total.passed} passed, "
+        f"{len(done.run.results)} {plural}: {told}; tests: {total.passed} passed, "
         f"{total.failures + total.errors} failed, {total.skipped} skipped; "
         f"JUnit: {done.junit.relative_to(root)}",
         file=out,

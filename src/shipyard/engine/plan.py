@@ -108,8 +108,8 @@ class Action:
     def names(self) -> tuple[str, ...]:
         """What names the action's log: its binaries, its project (a library's wheel),
         or its project and stage (a test stage)."""
-        if self.stage:
-            return (f"{self.project}-{self.stage}",)
+        if self.stage:  # '.' is in neither a normalised project name nor a stage name
+            return (f"{self.project}.{self.stage}",)
         return self.binaries or (self.project,)
 
     def to_json(self, root: Path) -> dict[str, object]:

@@ -262,7 +262,14 @@ def _what(loc: KeyPath) -> str:
         return "group name"
     if loc[:1] == ("binaries",) and len(loc) == 1:
         return "binary name"
+    if _is_stage(loc):
+        return "stage name"
     return "name"
+
+
+def _is_stage(loc: KeyPath) -> bool:
+    """Whether `loc` holds stages by name: tests.stages or tests.projects.<name>."""
+    return loc == ("tests", "stages") or (len(loc) == 3 and loc[:2] == ("tests", "projects"))
 
 
 def _pattern_hint(loc: KeyPath) -> str:
@@ -274,6 +281,10 @@ def _pattern_hint(loc: KeyPath) -> str:
         return "letters, digits and _, not starting with a digit"
     if "allow_missing_libraries" in loc:
         return "give a library's file name, e.g. libstdc++.so.6, or '*' for any"
+    if _is_stage(loc):
+        return "a stage name is lower-case letters, digits and -, starting with a letter"
+    if loc[:1] == ("tests",) and "groups" in loc:
+        return "a dependency group's name: letters, digits and . _ -"
     return "use lower-case letters, digits and . _ - (starting and ending alphanumeric)"
 
 

@@ -2,8 +2,9 @@
 
 With uv.lock (the project a member of it), `uv sync --frozen --package P` into
 `<workspace>/.shipyard/envs/<project>[+groups]`: the project and its in-repo
-libraries editable, its locked third-party slice and its dependency groups (uv's
-default groups, `dev`, unless the stage names others), exactly as locked; warm, uv
+libraries editable, its locked third-party slice and its dependency groups (those
+the stage names, else `dev` when the project or the workspace root declares one),
+exactly as locked; warm, uv
 does this in milliseconds. Without a lock, a virtual environment with the project
 and its libraries installed editable and their groups resolved by uv, redone only
 when a pyproject.toml it was made from changes. Never shipyard's own environment.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -74,28 +76,55 @@ def environment(action: Action, ctx: BuildContext, log: Path) -> Path:
             member = lock.member(action.project)
             name = str(member["name"]) if member else action.project
             command = [_uv(), "sync", "--frozen", "--package", name, "--python", python]
-            for group in action.test.groups or ():
+            for group in stage_groups(action, ctx):
                 command += ["--group", group]
-            files = _requirement_files(action)
+            files = _requirement_files(action, ctx.root)
             if files:  # installed over the lock's packages below: keep them on the next sync
                 command.append("--inexact")
             env["UV_PROJECT_ENVIRONMENT"] = str(where)
+            wanted = _fresh_for(where, files)
             _run(command, log, env, workspace.root, f"uv sync of {action.project}")
             if files:
                 pip = [_uv(), "pip", "install", "--python", str(where / "bin" / "python")]
                 for file in files:
                     pip += ["-r", str(file)]
                 _run(pip, log, env, workspace.root, f"installing {action.project}'s requirements")
+                marker = where / ".shipyard-requirements"
+                atomic_write(marker, wanted.encode(), durable=False)
         else:
             _unlocked(action, ctx, where, python, env, log)
     return where
 
 
-def _requirement_files(action: Action) -> list[Path]:
-    """The stage's requirements files, each checked to exist."""
+def _declares(folder: Path, group: str) -> bool:
+    """Whether the pyproject.toml in `folder` declares the dependency group `group`."""
+    from shipyard.stages._settings import _pyproject, _tool
+
+    return _tool(_pyproject(folder), "dependency-groups", group) is not None
+
+
+def stage_groups(action: Action, ctx: BuildContext) -> tuple[str, ...]:
+    """The dependency groups a stage installs: those it names; else `dev` when the
+    project or the workspace root declares one (uv installs a root's `dev` with a
+    member's only when it is named, and a workspace's test tools often live there)."""
+    assert action.test is not None and ctx.workspace is not None
+    if action.test.groups is not None:
+        return action.test.groups
+    folders = (action.source, ctx.workspace.root)
+    return ("dev",) if any(_declares(folder, "dev") for folder in folders) else ()
+
+
+def _requirement_files(action: Action, root: Path) -> list[Path]:
+    """The stage's requirements files, each checked to exist inside the repository at
+    `root` (their lines end up in logs and test reports CI uploads)."""
     assert action.test is not None
     files = [action.source / name for name in action.test.requirements or ()]
     for file in files:
+        if not file.resolve().is_relative_to(root.resolve()):
+            raise UsageError(
+                f"{file}: the requirements file of the {action.stage} stage of "
+                f"{action.project} is outside the repository ({root}); name a file inside it"
+            )
         if not file.is_file():
             raise UsageError(
                 f"{file}: no such requirements file for the {action.stage} stage of "
@@ -103,6 +132,25 @@ def _requirement_files(action: Action) -> list[Path]:
                 f"{action.stage}.requirements in binaries.yaml"
             )
     return files
+
+
+def _fresh_for(where: Path, files: list[Path]) -> str:
+    """Start the environment `where` again when its requirements files changed since it
+    was made: packages they no longer name must go (the sync that keeps them is
+    inexact), or a stage could pass on what a fresh machine would not install. Returns
+    the files' digest, recorded in the environment once it is made."""
+    marker = where / ".shipyard-requirements"
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(str(file).encode() + b"\0" + file.read_bytes())
+    wanted = digest.hexdigest() if files else ""
+    try:
+        had = marker.read_text()
+    except OSError:
+        had = ""
+    if had != wanted and where.exists():
+        shutil.rmtree(where)
+    return wanted
 
 
 def _run(command: list[str], log: Path, env: Mapping[str, str], cwd: Path, what: str) -> None:
@@ -126,15 +174,26 @@ def _unlocked(
         workspace.projects[k].root for k in libraries(workspace, project.key)
     ]
     groups = action.test.groups
-    if groups is None:
-        from shipyard.stages._settings import _pyproject, _tool
-
-        groups = ("dev",) if _tool(_pyproject(project.root), "dependency-groups", "dev") else ()
+    # Each group from the pyproject.toml files that declare it: the project's, the root's.
+    homes = tuple(dict.fromkeys((project.root, workspace.root)))
+    group_files = [
+        (folder / "pyproject.toml", group)
+        for group in (groups if groups is not None else ("dev",))
+        for folder in homes
+        if _declares(folder, group)
+    ]
+    for group in groups or ():
+        if not any(g == group for _, g in group_files):
+            raise UsageError(
+                f"the {action.stage} stage of {project.key} installs the dependency group "
+                f"{group!r}, which neither {project.pyproject} nor the workspace root's "
+                "pyproject.toml declares; declare it, or change the stage's groups"
+            )
     digest = hashlib.sha256(python.encode())
     for folder in folders:
         digest.update(str(folder).encode() + b"\0" + (folder / "pyproject.toml").read_bytes())
-    digest.update("\0".join(groups).encode())
-    files = _requirement_files(action)
+    digest.update(repr(group_files).encode())
+    files = _requirement_files(action, ctx.root)
     for file in files:
         digest.update(str(file).encode() + b"\0" + file.read_bytes())
     marker = where / _MARKER
@@ -149,8 +208,8 @@ def _unlocked(
     command = [uv, "pip", "install", "--python", str(where / "bin" / "python")]
     for folder in folders:
         command += ["-e", str(folder)]
-    for group in groups:
-        command += ["--group", f"{project.pyproject}:{group}"]
+    for pyproject, group in group_files:
+        command += ["--group", f"{pyproject}:{group}"]
     for file in files:
         command += ["-r", str(file)]
     # From the workspace root: a requirements file's relative paths are read from there.

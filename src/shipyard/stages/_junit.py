@@ -18,7 +18,8 @@ from shipyard._fs import atomic_write
 
 __all__ = ["MAX_XML", "Counts", "StageXml", "counts", "failed_cases", "merge", "stage_xml"]
 
-MAX_XML = 64 << 20  # a stage's JUnit file larger than this is not read (counts unknown)
+MAX_XML = 16 << 20  # a stage's JUnit file larger than this is not read (counts unknown)
+MAX_DEPTH = 6  # testsuites > testsuite > testcase > failure / properties > property
 
 
 @dataclass(frozen=True)
@@ -54,18 +55,41 @@ class Counts:
         )
 
 
+def _depth(element: ET.Element, limit: int = MAX_DEPTH) -> int:
+    """How deep `element` nests, counting past `limit` no further (no recursion)."""
+    deepest = 0
+    stack = [(element, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if level > limit:
+            break
+        stack.extend((child, level + 1) for child in node)
+    return deepest
+
+
 def _read(path: Path) -> ET.Element | None:
+    """The JUnit document at `path`, if it is one of the shape pytest writes: under
+    MAX_XML bytes, a `testsuites` (or one `testsuite`) root with suites only directly
+    under it, nesting no deeper than MAX_DEPTH. None otherwise (a cache entry may lie)."""
     try:
         if path.stat().st_size > MAX_XML:
             return None
         root = ET.fromstring(path.read_bytes())
-    except (OSError, ET.ParseError):
+    except (OSError, ET.ParseError, RecursionError, ValueError):
         return None
+    if root.tag not in ("testsuites", "testsuite") or _depth(root) > MAX_DEPTH:
+        return None
+    suites = [root] if root.tag == "testsuite" else list(root)
+    if any(s.tag != "testsuite" for s in suites):
+        return None
+    if any(c.tag == "testsuite" for s in suites for c in s.iter() if c is not s):
+        return None  # a suite inside a suite: counted twice, never what pytest writes
     return root
 
 
 def _suites(root: ET.Element) -> list[ET.Element]:
-    return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    return [root] if root.tag == "testsuite" else [s for s in root if s.tag == "testsuite"]
 
 
 def _cases(root: ET.Element) -> Iterable[ET.Element]:
@@ -84,6 +108,19 @@ def _count(root: ET.Element) -> Counts:
             int("skipped" in tags),
         )
     return total
+
+
+def passed_result(path: Path, project: str, stage: str) -> bool:
+    """Whether `path` is the JUnit file of a passed stage `stage` of `project`: readable
+    (`_read`), every suite named `<project>:<stage>`, no failure or error. What a cache
+    restores is used only then."""
+    root = _read(path)
+    if root is None:
+        return False
+    name = f"{project}:{stage}"
+    if any(s.get("name") != name for s in _suites(root)):
+        return False
+    return not any(c.tag in ("failure", "error") for c in root.iter())
 
 
 def counts(path: Path) -> Counts | None:
@@ -130,7 +167,7 @@ def stage_xml(
     """The JUnit file of one stage: pytest's, renamed, when it wrote one; else one case."""
     name = f"{project}:{stage}"
     root = _read(pytest_xml) if pytest_xml is not None else None
-    if root is not None and any(True for _ in _cases(root)):
+    if root is not None:  # pytest's own, even with no case (nothing selected)
         top = ET.Element("testsuites")
         for suite in _suites(root):
             suite.set("name", name)

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import os
 import platform
+import re
 import shlex
 import shutil
 import socket
@@ -35,7 +36,7 @@ from shipyard.files.sources import tree_hash
 from shipyard.manifest import Service, Stage
 from shipyard.process import StepTimeout, run_logged, start_logged, stop, without_secrets
 from shipyard.stages import _junit
-from shipyard.stages._select import SHARED_CONFIG, libraries
+from shipyard.stages._select import SHARED_CONFIG, libraries, root_projects
 
 __all__ = ["StageRunner", "service_variable"]
 
@@ -122,7 +123,7 @@ class StageRunner:
         if workspace.lock is not None and key in workspace.lock.members:
             lock = {
                 "slice": workspace.lock.slice_digest(key, workspace.projects[key].extras),
-                "groups": workspace.lock.groups(key)[0],
+                "groups": workspace.lock.groups(key, root_projects(workspace))[0],
             }
         return {
             "stage": action.stage,
@@ -137,6 +138,15 @@ class StageRunner:
             "python": action.pythons[0] if action.pythons else ctx.python,
             "platform": f"{sys.platform}-{platform.machine()}",
         }
+
+    def restored_ok(
+        self, action: Action, ctx: BuildContext, restored: tuple[Artifact, ...]
+    ) -> bool:
+        """A cache entry of a stage counts only as one passed stage's JUnit file of the
+        shape pytest writes (`_junit.passed_result`); anything else is run again."""
+        return len(restored) == 1 and _junit.passed_result(
+            restored[0].path, action.project, action.stage
+        )
 
     def build(
         self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
@@ -153,7 +163,7 @@ class StageRunner:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.unlink(missing_ok=True)
         start = time.monotonic()
-        junit = logs_dir(ctx.dist) / f".{action.project}-{action.stage}.junit.xml"
+        junit = logs_dir(ctx.dist) / f".{action.project}.{action.stage}.junit.xml"
         junit.unlink(missing_ok=True)
         try:
             where = environment(action, ctx, log)
@@ -177,14 +187,16 @@ class StageRunner:
             if counts is None or counts.tests == 0:
                 code = 0  # nothing selected (say, no integration tests): nothing failed
         passed = code == 0
+        from_pytest = junit.is_file()
         self._write(action, ctx, junit, passed, time.monotonic() - start, log)
         junit.unlink(missing_ok=True)
         if not passed:
-            failed = _junit.failed_cases(result)
-            named = f": {', '.join(failed)}" if failed and _is_pytest(command) else ""
+            failed = _junit.failed_cases(result) if from_pytest else []
+            named = f": {', '.join(failed)}" if failed else ""
             raise BuildError(
                 action.id,
-                f"{action.stage} of {action.project} failed (exit {code}){named}",
+                f"{action.stage} of {action.project} failed (exit {code}){named}"
+                + _missing_module(log),
                 log=log,
             )
         return (
@@ -219,7 +231,8 @@ class StageRunner:
         env["SHIPYARD_PROJECT"] = action.project
         env["SHIPYARD_STAGE"] = action.stage
         env.update(stage.env or {})
-        extra = f"--junitxml={junit} -o junit_family=xunit2"
+        # pytest splits PYTEST_ADDOPTS as a shell does: a path with a space is quoted.
+        extra = f"--junitxml={shlex.quote(str(junit))} -o junit_family=xunit2"
         env["PYTEST_ADDOPTS"] = (env.get("PYTEST_ADDOPTS", "") + " " + extra).strip()
         return env
 
@@ -232,6 +245,21 @@ class StageRunner:
                 "add it to a dependency group the stage installs (tests.stages.<stage>.groups)"
             )
         return [found, *words[1:]]
+
+
+_NO_MODULE = re.compile(r"No module named '?([A-Za-z0-9_.]+)'?")
+
+
+def _missing_module(log: Path) -> str:
+    """A hint when the stage's tool is not in its environment ('No module named pytest')."""
+    found = _NO_MODULE.search(_tail(log))
+    if found is None:
+        return ""
+    return (
+        f"; {found.group(1)} is not installed in the stage's environment: add it to a "
+        "dependency group and name it (tests.stages.<stage>.groups), or to the project's "
+        "or the workspace root's dev group"
+    )
 
 
 def _is_pytest(command: list[str]) -> bool:
@@ -272,7 +300,7 @@ def _services(
         for service in stage.services or ():
             port = ports[service.name]
             own = {**env, **variables, **service.env}
-            log = logs_dir(ctx.dist) / f"test-{action.project}-{action.stage}-{service.name}.log"
+            log = logs_dir(ctx.dist) / f"test-{action.project}.{action.stage}.{service.name}.log"
             log.unlink(missing_ok=True)
             words = shlex.split(service.start.replace("{port}", str(port)))
             program = shutil.which(words[0], path=own["PATH"]) or words[0]

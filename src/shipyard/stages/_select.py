@@ -22,7 +22,7 @@ from shipyard.engine.affected import Reason
 from shipyard.engine.plan import Action, Plan
 from shipyard.errors import UsageError
 from shipyard.manifest import Manifest, did_you_mean
-from shipyard.stages._settings import Found, stages_of
+from shipyard.stages._settings import STAGES, Found, stages_of
 from shipyard.workspace import Lock, Workspace, WorkspaceError
 
 __all__ = ["SHARED_CONFIG", "TestPlan", "TestSelection", "affected_projects", "plan_tests"]
@@ -78,12 +78,19 @@ def libraries(workspace: Workspace, key: str) -> tuple[str, ...]:
     found = {p.key for p in workspace.closure(key, project.extras)}
     lock = workspace.lock
     if lock is not None and key in lock.members:
-        for name in lock.groups(key)[1]:
+        for name in lock.groups(key, root_projects(workspace))[1]:
             if name in workspace.projects:
                 found.add(name)
                 found.update(p.key for p in workspace.closure(name))
     found.discard(key)
     return tuple(sorted(found))
+
+
+def root_projects(workspace: Workspace) -> tuple[str, ...]:
+    """The workspace root's project (whose `dev` group a stage installs by default),
+    when the root is one."""
+    root = workspace.project_at(workspace.root)
+    return (root.key,) if root is not None else ()
 
 
 def _nested(workspace: Workspace, key: str) -> tuple[Path, ...]:
@@ -107,8 +114,8 @@ def _check(flag: str, values: Sequence[str], known: Sequence[str]) -> None:
 def plan_tests(manifest: Manifest, workspace: Workspace, selection: TestSelection) -> TestPlan:
     """The stage actions of the selection, in project then stage order."""
     found = stages_of(manifest, workspace)
-    every_stage = sorted({f.stage for stages in found.values() for f in stages})
-    _check("--stage", selection.stages, every_stage)
+    every_stage = sorted({f.stage for stages in found.values() for f in stages} | set(STAGES))
+    _check("--stage", selection.stages, every_stage)  # a well-known stage no project has: none
     _check("--project", selection.projects, sorted(workspace.projects))
     _check("--target", selection.targets, sorted(manifest.groups))
     wanted: set[str] = set(selection.projects)

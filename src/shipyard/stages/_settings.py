@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shipyard.errors import ManifestError, Problem
+from shipyard.errors import ManifestError, Problem, UsageError
 from shipyard.manifest import Manifest, Stage, did_you_mean, locate
 from shipyard.workspace import Project, Workspace
 
@@ -181,6 +181,8 @@ def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -
             if entry is None:
                 settings, origin = None, ""
                 continue
+            if layer is shared and settings is None and entry.command is None:
+                continue  # settings for every project that has this stage: this one has none
             settings = entry.over(settings or Stage())
             origin = "binaries.yaml"
         if settings is None:
@@ -220,10 +222,23 @@ def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -
     return found
 
 
+# A project's normalised name (PEP 503): it names folders and files under dist/ and
+# .shipyard/envs, so nothing else is used.
+_KEY = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
 def tested(workspace: Workspace) -> list[str]:
     """The projects that have stages: the uv workspace's members (the root project
-    among them), or every project found when the repository is no uv workspace."""
+    among them), or every project found when the repository is no uv workspace. A
+    project whose name is no valid package name is exit 2, naming its pyproject.toml."""
     keys = [k for k in workspace.members if k in workspace.projects] or list(workspace.projects)
+    for key in keys:
+        if not _KEY.match(key):
+            project = workspace.projects[key]
+            raise UsageError(
+                f"{project.pyproject}: [project].name {project.name!r} is not a package "
+                "name (letters, digits and . _ - between them, PEP 508); rename the project"
+            )
     return sorted(keys)
 
 

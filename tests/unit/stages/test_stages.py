@@ -199,7 +199,7 @@ def test_a_cold_run_runs_every_stage_and_a_second_is_all_cache_hits(
     names = sorted(s.get("name", "") for s in merged.iter("testsuite"))
     assert names == sorted(n.removeprefix("test:") for n in first)
     assert merged.get("tests") == "8" and merged.get("failures") == "0"
-    assert (repo / "dist/logs/test-acme-core-unit.log").is_file()
+    assert (repo / "dist/logs/test-acme-core.unit.log").is_file()
 
     assert _run(repo, cache=cache) == 0
     second = _report(repo)
@@ -271,7 +271,7 @@ def test_a_failing_test_exits_1_is_named_and_is_never_cached(
         assert report["test:acme-other:unit"]["status"] == "failed"  # never a cache hit
         assert report["test:acme-other:lint"]["status"] in ("built", "cached")
         assert "tests.test_broken::test_arithmetic_is_broken" in err
-    log = repo / "dist/logs/test-acme-other-unit.log"
+    log = repo / "dist/logs/test-acme-other.unit.log"
     assert "assert (1 + 1) == 3" in log.read_text() or "assert 2 == 3" in log.read_text()
     merged = ET.parse(repo / "dist/test-results.xml").getroot()
     failed = [c.get("name") for c in merged.iter("testcase") if c.find("failure") is not None]
@@ -353,11 +353,15 @@ def test_bad_test_entries_exit_2_at_their_line(
     assert _run(repo, cache=tmp_path / "c") == 2
     err = capsys.readouterr().err
     assert "tests.stages.lint.timeout: 'soon' is not allowed" in err
-    manifest.write_text(text.replace("{command: python -m compileall -q src}", "{timeout: 5m}"))
+    # A stage named for one project, with nothing to run.
+    manifest.write_text(
+        text.replace("    acme-tool:\n", "    acme-tool:\n      docs: {timeout: 5m}\n")
+    )
     assert _run(repo, cache=tmp_path / "c") == 2
     err = capsys.readouterr().err
     assert (
-        f"binaries.yaml:{line - 2}:11: tests.stages.lint: stage 'lint' of acme-core has no" in err
+        f"binaries.yaml:{line + 1}:13: tests.projects.acme-tool.docs: stage 'docs' of "
+        "acme-tool has no command" in err
     )
     assert "add command:" in err
 
@@ -436,9 +440,74 @@ def test_requirements_files_go_into_the_stage_environment(
     (repo / "apps/other/test-requirements.txt").write_text("-e libs/core\n# pinned\n")
     assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 0
     assert _report(repo)["test:acme-other:unit"]["status"] == "built"
-    (repo / "apps/other/test-requirements.txt").unlink()
+    # A line removed: the environment is made again, so acme_core is gone and the stage
+    # fails as it would on a fresh machine (an inexact sync would have kept it).
+    (repo / "apps/other/test-requirements.txt").write_text("# nothing\n")
     capsys.readouterr()
+    assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 1
+    assert "acme_core is not installed in the stage's environment" in capsys.readouterr().err
+    (repo / "apps/other/test-requirements.txt").unlink()
     assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 2  # bad input
     err = capsys.readouterr().err
     assert "test-requirements.txt: no such requirements file for the unit stage" in err
     assert "tests.projects.acme-other.unit.requirements" in err
+    # A file outside the repository (its lines would reach logs CI uploads): exit 2.
+    (repo.parent / "secret.txt").write_text("machine example password s3cr3t\n")
+    text = manifest.read_text()
+    manifest.write_text(text.replace("[test-requirements.txt]", "[../../../secret.txt]"))
+    assert _run(repo, "--project", "acme-other", "--stage", "unit", cache=cache) == 2
+    err = capsys.readouterr().err
+    assert "is outside the repository" in err and "s3cr3t" not in err
+    log = repo / "dist/logs/test-acme-other.unit.log"
+    assert not log.exists() or "s3cr3t" not in log.read_text()
+
+
+def test_a_repository_path_with_a_space(locked: Path, tmp_path: Path) -> None:
+    """pytest splits PYTEST_ADDOPTS as a shell does: the JUnit path is quoted."""
+    root = tmp_path / "my repo"
+    shutil.copytree(locked, root, symlinks=True)
+    assert _run(root, "--project", "acme-core", "--stage", "unit", cache=tmp_path / "c") == 0
+    assert _report(root)["test:acme-core:unit"]["tests"]["passed"] == 2  # type: ignore[index]
+    assert not (tmp_path / "my").exists()
+
+
+def test_a_project_name_that_is_no_package_name_is_exit_2(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repo / "uv.lock").unlink()
+    pyproject = repo / "apps/other/pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('name = "acme-other"', 'name = "/tmp/x"'))
+    capsys.readouterr()
+    assert _run(repo, "--dry-run", cache=tmp_path / "c") == 2
+    err = capsys.readouterr().err
+    assert f"{pyproject}: [project].name '/tmp/x' is not a package name" in err
+
+
+def test_shared_settings_without_a_command_change_only_projects_with_the_stage(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = repo / "binaries.yaml"
+    manifest.write_text(
+        manifest.read_text().replace("  stages:\n", "  stages:\n    integration: {timeout: 5m}\n")
+    )
+    stages = _stages(repo, "--stage", "integration", cache=tmp_path / "c", capsys=capsys)
+    assert stages == ["test:acme-tool:integration"]
+    # A well-known stage no project has is an empty selection, not an error.
+    assert _stages(repo, "--stage", "typecheck", cache=tmp_path / "c", capsys=capsys) == []
+
+
+def test_a_dev_group_at_the_workspace_root_is_installed_by_default(
+    repo: Path, tmp_path: Path
+) -> None:
+    """uv installs a root's dev group with a member only when it is named: shipyard
+    names it."""
+    core = repo / "libs/core/pyproject.toml"
+    core.write_text(core.read_text().replace('[dependency-groups]\ndev = ["pytest>=8"]\n', ""))
+    root = repo / "pyproject.toml"
+    root.write_text(
+        '[project]\nname = "acme-root"\nversion = "0"\nrequires-python = ">=3.11"\n'
+        '[dependency-groups]\ndev = ["pytest>=8"]\n[tool.uv]\npackage = false\n' + root.read_text()
+    )
+    subprocess.run([UV, "lock", "--quiet"], cwd=repo, check=True, timeout=300)
+    assert _run(repo, "--project", "acme-core", "--stage", "unit", cache=tmp_path / "c") == 0
+    assert _report(repo)["test:acme-core:unit"]["tests"]["passed"] == 2  # type: ignore[index]

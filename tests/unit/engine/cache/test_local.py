@@ -142,3 +142,20 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
     hashed.clear()
     assert Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ()).cached
     assert hashed == []
+
+
+def test_a_builder_may_refuse_what_the_cache_restores(tmp_path: Path) -> None:
+    """`restored_ok` (a test stage checks its JUnit file): a refused entry is a miss."""
+    ctx, action, cache = _setup(tmp_path)
+
+    class Picky(Counting):
+        accept = True
+
+        def restored_ok(self, action: Action, ctx: BuildContext, restored: object) -> bool:
+            return self.accept
+
+    inner = Picky()
+    Wrapped(inner, cache).run(action, ctx, ())
+    assert Wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 1
+    inner.accept = False
+    assert not Wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 2
