@@ -19,6 +19,7 @@ from shipyard.engine.plan import Plan
 from shipyard.engine.scheduler import BuildContext, Result
 
 __all__ = [
+    "previous_actions",
     "previous_durations",
     "read_artifacts",
     "report_json",
@@ -76,13 +77,18 @@ def reported_outputs(report: Path) -> dict[str, list[object]]:
     return found
 
 
-def previous_durations(report: Path) -> dict[str, float]:
-    """Action id -> seconds of the actions the last build in this dist/ ran (not cache hits)."""
+def previous_actions(report: Path) -> list[dict[str, Any]]:
+    """The action entries of the last report in this dist/ (none when unreadable): read
+    once per build, for the scheduler's durations and the entries a run keeps."""
+    return _actions(report) or []
+
+
+def previous_durations(actions: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Action id -> seconds of the actions (of `previous_actions`) the last build ran
+    (not cache hits)."""
     try:
         return {
-            str(a["id"]): float(a["duration"])
-            for a in _actions(report) or ()
-            if a.get("status") == "built"
+            str(a["id"]): float(a["duration"]) for a in actions if a.get("status") == "built"
         }
     except (KeyError, TypeError, ValueError):
         return {}
@@ -133,20 +139,21 @@ def write_report(
     results: Sequence[Result],
     ctx: BuildContext,
     build_seconds: Mapping[str, float] | None = None,
+    previous: Sequence[dict[str, Any]] = (),
 ) -> Path:
     """Write dist/report.json atomically and return its path.
 
     A build and a `shipyard test` share the file: each replaces its own entries and
-    keeps the other's (the last build's outputs, which push reads, and the last test
-    run's stages)."""
+    keeps the other's from `previous` (the last report's entries: the last build's
+    outputs, which push reads, and the last test run's stages)."""
     path = report_file(ctx.dist)
     data = report_json(plan, results, ctx, build_seconds)
     testing = {r.action.kind == "test" for r in results}
     if len(testing) == 1:
         kept = [
             a
-            for a in _actions(path) or []
-            if isinstance(a, dict) and (a.get("kind") == "test") not in testing
+            for a in previous
+            if (a.get("kind") == "test") not in testing
         ]
         data["actions"] = kept + data["actions"] if testing == {True} else data["actions"] + kept
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"

@@ -13,7 +13,7 @@ from shipyard._fs import atomic_write, exclusive, remove_stale_temps
 from shipyard.dist import dist_dir, lock_file, outputs_file, report_file, source_digests_file
 from shipyard.engine.cache.local import ActionCache, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
-from shipyard.engine.report import previous_durations, write_report
+from shipyard.engine.report import previous_actions, previous_durations, write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
 from shipyard.engine.wrapper import Wrapped
 from shipyard.files.sources import GitIgnored
@@ -110,7 +110,8 @@ def execute(
             cache = TieredCache(cache, RemoteCache(default_registry(host), repository))
         chosen = {k: Wrapped(b, cache, force=options.force) for k, b in builders.items()}
     with exclusive(lock_file(dist)):
-        durations = previous_durations(report_file(dist))
+        earlier = previous_actions(report_file(dist))
+        durations = previous_durations(earlier)
         remove_stale_temps(dist)
         reset()
         try:
@@ -128,7 +129,7 @@ def execute(
             # between steps may not, so sweep under the lock we still hold.
             remove_stale_temps(dist)
             raise
-        report = write_report(plan, results, ctx, durations)
+        report = write_report(plan, results, ctx, durations, earlier)
         replace_outputs(dist, root, results)
         digests.save()
     if local is not None:
