@@ -87,9 +87,7 @@ def previous_durations(actions: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Action id -> seconds of the actions (of `previous_actions`) the last build ran
     (not cache hits)."""
     try:
-        return {
-            str(a["id"]): float(a["duration"]) for a in actions if a.get("status") == "built"
-        }
+        return {str(a["id"]): float(a["duration"]) for a in actions if a.get("status") == "built"}
     except (KeyError, TypeError, ValueError):
         return {}
 
@@ -150,11 +148,7 @@ def write_report(
     data = report_json(plan, results, ctx, build_seconds)
     testing = {r.action.kind == "test" for r in results}
     if len(testing) == 1:
-        kept = [
-            a
-            for a in previous
-            if (a.get("kind") == "test") not in testing
-        ]
+        kept = [a for a in previous if (a.get("kind") == "test") not in testing]
         data["actions"] = kept + data["actions"] if testing == {True} else data["actions"] + kept
     text = json.dumps(data, indent=2, sort_keys=False) + "\n"
     # Not fsynced: rewritten by every build, and one a power cut empties reads as "no
