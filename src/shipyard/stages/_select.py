@@ -172,7 +172,7 @@ def affected_projects(
 ) -> dict[str, tuple[Reason, ...]]:
     """The projects of `keys` whose stages' inputs changed since commit `since`, each
     with its reasons (source, library, config, lock, manifest)."""
-    from shipyard.engine.affected import _changes, _lock_reasons, _never_input, _show
+    from shipyard.engine.affected import _changes, _lock_reasons, _never_input, _output, _show
 
     root = workspace.root
     sha, changed = _changes(root, since)
@@ -197,10 +197,8 @@ def affected_projects(
             continue
         key = owner(path)
         if key is not None:
-            folder = folders_rel(workspace, key)
-            inner = path if folder == "." else path[len(folder) + 1 :]
-            if inner.split("/", 1)[0] in ("dist", "build") and "/" in inner:
-                continue  # a build's own output
+            if _output(path, folders_rel(workspace, key)):
+                continue  # a build's own output (dist/, build/ at the project's top)
             touched.setdefault(key, []).append(path)
     users = {k: libraries(workspace, k) for k in keys}
     for library, paths in touched.items():
