@@ -38,7 +38,6 @@ __all__ = [
     "release_dir",
     "report_file",
     "stage_result",
-    "staged_path",
     "temp_prefix",
     "trace_file",
     "wheel_file",
@@ -152,23 +151,6 @@ def image_archive(dist: Path, binary: str, version: str, platform: str) -> Path:
 def release_dir(dist: Path, version: str, *, dry_run: bool = False) -> Path:
     """Where a release of `version` is staged; a dry run stages beside it."""
     return dist / "release" / (version + (".dry-run" if dry_run else ""))
-
-
-_STAGED = {
-    "wheel": "wheels",
-    "zipapp": "zipapps",
-    "archive": "archives",
-    "image": "images",
-    "sbom": "sbom",
-}
-
-
-def staged_path(kind: str, name: str) -> str:
-    """Where an artifact of `kind` goes in a staged release folder, relative to it:
-    `wheels/<file>`, `zipapps/<file>`, `archives/<file>`, `images/<binary>`,
-    `sbom/<name>.cdx.json` (a binary, a zipapp or an image platform: see release.sbom)."""
-    suffix = ".cdx.json" if kind == "sbom" else ""
-    return f"{_STAGED[kind]}/{name}{suffix}"
 
 
 def output_patterns(kind: str, binary: str | None) -> tuple[tuple[str, ...], ...]:

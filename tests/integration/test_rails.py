@@ -156,10 +156,10 @@ def test_a_release_to_a_protected_hub_stops_in_preflight_outside_ci(
     ):
         ctx = prepare_release(root / "binaries.yaml", options, env=_env(**extra), builders=BUILDERS)
         release(ctx)
-        staged = ctx.staged or {}
-        (image,) = [a for a in staged["artifacts"] if a["kind"] == "image"]
-        assert _tag(services.registry, f"{prefix}/app", options.version or "") == image["digest"]
-        assert _tag(services.registry, f"{prefix}/app", "latest") == image["digest"]
+        assert ctx.staged is not None
+        (image,) = ctx.staged.images
+        assert _tag(services.registry, f"{prefix}/app", options.version or "") == image.digest
+        assert _tag(services.registry, f"{prefix}/app", "latest") == image.digest
 
 
 def test_no_clobber_stops_a_release_whose_version_tag_names_another_image(
@@ -191,10 +191,11 @@ def test_no_clobber_stops_a_release_whose_version_tag_names_another_image(
     )
     release(ctx)
     assert f"--clobber: {hub}/app:2.0.0 ({other}) will move" in lines
-    (image,) = [a for a in (ctx.staged or {})["artifacts"] if a["kind"] == "image"]
-    assert image["digest"] != other
-    assert _tag(services.registry, f"{prefix}/app", "2.0.0") == image["digest"]
-    assert _tag(services.registry, f"{prefix}/app", "latest") == image["digest"]
+    assert ctx.staged is not None
+    (image,) = ctx.staged.images
+    assert image.digest != other
+    assert _tag(services.registry, f"{prefix}/app", "2.0.0") == image.digest
+    assert _tag(services.registry, f"{prefix}/app", "latest") == image.digest
 
 
 def test_latest_moves_but_a_fixed_tag_does_not(services: Services, tmp_path: Path) -> None:
@@ -207,10 +208,11 @@ def test_latest_moves_but_a_fixed_tag_does_not(services: Services, tmp_path: Pat
         root / "binaries.yaml", ReleaseOptions(version="3.0.0"), env=_env(), builders=BUILDERS
     )
     release(ctx)
-    (image,) = [a for a in (ctx.staged or {})["artifacts"] if a["kind"] == "image"]
+    assert ctx.staged is not None
+    (image,) = ctx.staged.images
     for tag in ("3.0.0", "latest", "stable"):
-        assert _tag(services.registry, f"{prefix}/app", tag) == image["digest"], tag
-    assert image["digest"] != other
+        assert _tag(services.registry, f"{prefix}/app", tag) == image.digest, tag
+    assert image.digest != other
 
     # `stable` now names 3.0.0's image and is not movable: 3.0.1 stops in preflight.
     ctx = prepare_release(
@@ -219,7 +221,7 @@ def test_latest_moves_but_a_fixed_tag_does_not(services: Services, tmp_path: Pat
     with pytest.raises(UsageError) as caught:
         release(ctx)
     assert caught.value.exit_code == 2
-    assert f"{hub}/app:stable is {image['digest']}" in str(caught.value)
+    assert f"{hub}/app:stable is {image.digest}" in str(caught.value)
     assert "image.movable_tags" in str(caught.value)
     assert [(r.name, r.status) for r in ctx.results][:2] == [
         ("preflight", "failed"),

@@ -26,6 +26,7 @@ from shipyard.release.journal import JOURNAL_NAME, Journal
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.publish import publish_steps
 from shipyard.release.signing import attached_tag, generate_keypair
+from shipyard.release.staged import parse_release
 from tests.integration._release import RUN, make_repo
 from tests.integration.conftest import Services
 from tests.integration.test_promote import BUILDERS, MANIFEST
@@ -79,7 +80,11 @@ def test_a_forged_journal_cannot_drop_the_sboms_and_attestation(
         run(_Crash)  # staged signed; publish died at its first manifest
     folder = repo / "dist" / "release" / VERSION
     staged = json.loads((folder / "release.json").read_text())
-    forged = [s for s in publish_steps(staged, signed=True) if s.startswith(("sbom ", "attest "))]
+    forged = [
+        s
+        for s in publish_steps(parse_release(staged), signed=True)
+        if s.startswith(("sbom ", "attest "))
+    ]
     assert forged
     journal = Journal(folder / JOURNAL_NAME)
     for step in forged:

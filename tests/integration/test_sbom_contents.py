@@ -26,12 +26,13 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packaging.utils import canonicalize_name
 
 from shipyard.builders import BUILDERS as REAL_BUILDERS
+from shipyard.errors import UsageError
 from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_MANIFEST
 from shipyard.oci.remote.push import Publisher
 from shipyard.oci.remote.registry import Registry
-from shipyard.release import ReleaseOptions, release
+from shipyard.release import ReleaseOptions, publishers, release
 from shipyard.release.journal import Journal
-from shipyard.release.publish import _Steps, attach_sboms
+from shipyard.release.publish import LayoutSource, publish_job
 from shipyard.release.sbom import FIRST_PARTY
 from tests.integration._release import RUN, context, make_repo
 from tests.integration.conftest import Services
@@ -231,7 +232,13 @@ def test_each_sbom_lists_exactly_what_its_artifact_holds(
     # Attaching again (a publish resumed without its journal) pushes nothing.
     again: list[str] = []
     ctx.on_step = again.append
-    attach_sboms(ctx, _Steps(ctx, Journal(tmp_path / "journal")), Publisher(ctx.registry_for))
+    assert ctx.staged is not None
+    clients = Publisher(ctx.registry_for)
+    job = publish_job(ctx, ctx.staged, LayoutSource({}, clients), clients)
+    job.attachments = publishers.staged_attachments(ctx.release_dir, ctx.staged, UsageError)
+    runner = publishers.Runner(Journal(tmp_path / "journal"), False, ctx.on_step)
+    for step in publishers.sboms(job):
+        runner.run(step)
     assert again == [
         f"have {ref}" for one in (about, *about["platforms"]) for ref in one["references"]
     ]

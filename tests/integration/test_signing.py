@@ -54,6 +54,7 @@ from shipyard.release.signing import (
     sign_blob,
     simple_signing_payload,
 )
+from shipyard.release.staged import parse_release
 from shipyard.release.staging import sha256sums
 from tests.integration._release import make_repo
 from tests.integration._secrets import Scanner
@@ -231,7 +232,7 @@ def test_an_attestation_verifies_with_a_dsse_library_and_shipyard_verify(
     }
     (tmp_path / "binaries.yaml").write_text("schema: 1\n")
     statement = provenance_statement(
-        staged, manifest_path=tmp_path / "binaries.yaml", parameters={"flags": {}}
+        parse_release(staged), manifest_path=tmp_path / "binaries.yaml", parameters={"flags": {}}
     )
     envelope = json.dumps(
         sign_envelope(json.dumps(statement).encode(), keys.key), separators=(",", ":")

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
         print(json.dumps({"version": version, "dry_run": args.dry_run, **result.to_json()}))
     elif not args.dry_run:
         for image in result.images:
-            print(f"{image['repository']}@{image['digest']} tags: {', '.join(image['tags'])}")
+            print(f"{image.repository}@{image.digest} tags: {', '.join(image.tags)}")
         print(
             f"promoted {version}: {len(result.images)} image(s), {result.blobs_mounted} blob(s) "
             f"mounted, {result.blobs_copied} copied ({result.bytes_copied} bytes), "

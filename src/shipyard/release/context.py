@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from shipyard.dist import dist_dir, release_dir
 from shipyard.engine.plan import Plan
@@ -15,6 +15,7 @@ from shipyard.manifest import Binary, Image, Manifest
 from shipyard.oci.remote.push import variant_tags
 from shipyard.oci.remote.registry import Registry
 from shipyard.release.index import PackageIndex
+from shipyard.release.staged import StagedRelease
 from shipyard.stamp import Stamp
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class ReleaseContext:
     index: PackageIndex | None
     on_step: Callable[[str], None] = lambda _: None
     build: BuildRun | None = None
-    staged: dict[str, Any] | None = None
+    staged: StagedRelease | None = None
     # The provenance envelopes publish attaches: the bytes its check of the folder read.
     provenance: tuple[bytes, ...] = ()
     resuming: bool = False

@@ -12,9 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from shipyard.release.staged import JOURNAL
+
 __all__ = ["JOURNAL_NAME", "Journal"]
 
-JOURNAL_NAME = "publish.journal"
+JOURNAL_NAME = JOURNAL  # one name, owned by the staged release
 
 
 class Journal:

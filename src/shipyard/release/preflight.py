@@ -10,8 +10,6 @@ its own images on the hubs; the journal says which.
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -29,6 +27,7 @@ from shipyard.release.rails import (
     journal_digests,
     refused_hubs,
 )
+from shipyard.release.staged import RELEASE_JSON, StagedError, loads
 
 __all__ = ["RELEASED_STEP", "Preflight"]
 
@@ -141,15 +140,15 @@ class Preflight:
                 f"({journal_path} records it); choose a new version"
             )
         try:
-            staged: dict[str, Any] = json.loads((ctx.release_dir / "release.json").read_bytes())
-        except (OSError, ValueError):
+            staged = loads((ctx.release_dir / RELEASE_JSON).read_bytes())
+        except (OSError, StagedError):
             raise UsageError(
                 f"{ctx.release_dir} has a publish journal but no readable release.json; "
                 "pass --clean to stage again"
             ) from None
-        if staged.get("revision") != ctx.stamp.revision:
+        if staged.revision != ctx.stamp.revision:
             raise UsageError(
-                f"{ctx.release_dir} was staged from revision {staged.get('revision')}, "
+                f"{ctx.release_dir} was staged from revision {staged.revision}, "
                 f"this is {ctx.stamp.revision}; check it out, or pass --clean"
             )
         ctx.staged = staged

@@ -42,6 +42,7 @@ from shipyard.release.signing import (
     sign_blob,
     verify_blob,
 )
+from shipyard.release.staged import PROVENANCE_FILE, StagedImage, StagedRelease
 
 __all__ = [
     "BUILDER_ID",
@@ -70,9 +71,6 @@ INTOTO_PAYLOAD_TYPE = IN_TOTO
 DSSE_MEDIA_TYPE = DSSE_ENVELOPE
 BUILD_TYPE = "https://shipyard.dev/provenance/release/v1"
 BUILDER_ID = "https://shipyard.dev/builder/shipyard-release"
-PROVENANCE_FILE = "provenance.intoto.jsonl"
-RELEASE_JSON = "release.json"  # staging.RELEASE_JSON (staging loads the builders)
-_JOURNAL = "publish.journal"  # journal.JOURNAL_NAME
 _PREDICATE_ANNOTATION = "predicateType"
 # Lock files, in the order looked for beside the manifest.
 _LOCKS = ("uv.lock", "requirements.lock", "requirements.txt")
@@ -82,19 +80,18 @@ def _digest(data: bytes) -> dict[str, str]:
     return {"sha256": hashlib.sha256(data).hexdigest()}
 
 
-def expected_subjects(staged: Mapping[str, Any]) -> list[dict[str, Any]]:
+def expected_subjects(staged: StagedRelease) -> list[dict[str, Any]]:
     """The subjects release.json calls for: each file artifact by path and sha256, each
     image as `<first hub>/<binary>:<first tag>` (or its path) by its index digest."""
     subjects: list[dict[str, Any]] = []
-    for art in staged.get("artifacts", []):
-        if art.get("kind") == "image":
-            algorithm, _, hexpart = str(art.get("digest", "")).partition(":")
-            hubs, tags = art.get("hubs") or [], art.get("tags") or []
-            name = f"{hubs[0]}/{art['binary']}" if hubs and art.get("binary") else art["path"]
-            name += f":{tags[0]}" if tags and hubs else ""
+    for art in staged.listed():
+        if isinstance(art, StagedImage):
+            algorithm, _, hexpart = art.digest.partition(":")
+            name = f"{art.hubs[0]}/{art.binary}" if art.hubs and art.binary else art.path
+            name += f":{art.tags[0]}" if art.tags and art.hubs else ""
             subjects.append({"name": name, "digest": {algorithm: hexpart}})
-        elif "sha256" in art:
-            subjects.append({"name": art["path"], "digest": {"sha256": art["sha256"]}})
+        else:
+            subjects.append({"name": art.path, "digest": {"sha256": art.sha256}})
     return subjects
 
 
@@ -104,7 +101,7 @@ def lock_file(root: Path) -> Path | None:
 
 
 def provenance_statement(
-    staged: Mapping[str, Any],
+    staged: StagedRelease,
     *,
     manifest_path: Path,
     parameters: Mapping[str, Any],
@@ -118,8 +115,8 @@ def provenance_statement(
     `lock` defaults to `lock_file(manifest_path.parent)`. The git revision and dirty
     flag come from release.json's `build`; `finished` (RFC 3339) is optional.
     """
-    build = staged.get("build") or {}
-    revision = build.get("revision") or staged.get("revision")
+    build = staged.build
+    revision = build.get("revision") or staged.revision
     dirty = bool(build.get("dirty", False))
     lock = lock if lock is not None else lock_file(manifest_path.parent)
     dependencies: list[dict[str, Any]] = [
@@ -135,7 +132,7 @@ def provenance_statement(
                 "annotations": {"dirty": dirty},
             }
         )
-    metadata: dict[str, Any] = {"invocationId": f"{staged.get('project')}@{staged.get('version')}"}
+    metadata: dict[str, Any] = {"invocationId": f"{staged.project}@{staged.version}"}
     if build.get("created"):
         metadata["startedOn"] = build["created"]
     if finished:
@@ -148,8 +145,8 @@ def provenance_statement(
             "buildDefinition": {
                 "buildType": BUILD_TYPE,
                 "externalParameters": {
-                    "project": staged.get("project"),
-                    "version": staged.get("version"),
+                    "project": staged.project,
+                    "version": staged.version,
                     **dict(parameters),
                 },
                 "internalParameters": {

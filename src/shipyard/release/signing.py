@@ -45,6 +45,7 @@ from shipyard.oci.mediatypes import COSIGN_SIMPLE_SIGNING, OCI_CONFIG, OCI_MANIF
 from shipyard.oci.remote.attach import attached_tag, attachment, push_attachment
 from shipyard.oci.remote.reference import validate_digest, validate_repository
 from shipyard.oci.remote.registry import NotFound, Registry, RegistryError
+from shipyard.release.staged import SUMS, SUMS_SIG
 
 __all__ = [
     "BLOB_LIMIT",
@@ -79,9 +80,6 @@ __all__ = [
 
 KEY_ENV = "SHIPYARD_SIGNING_KEY"
 PASSWORD_ENV = "SHIPYARD_SIGNING_KEY_PASSWORD"
-# staging.SUMS, not imported from there: staging loads the builders.
-SUMS = "SHA256SUMS"
-SUMS_SIG = "SHA256SUMS.sig"
 SIMPLE_SIGNING_MEDIA_TYPE = COSIGN_SIMPLE_SIGNING
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
 COSIGN_CONFIG_MEDIA_TYPE = OCI_CONFIG

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 
@@ -30,7 +30,7 @@ from shipyard._fs import atomic_write, sha256_file
 from shipyard.artifacts import ANY, Artifact, Distribution, select
 from shipyard.builders.image.variants import VARIANTS_DIR, variant_layout, variant_of
 from shipyard.builders.wheel import build_info
-from shipyard.dist import staged_path, temp_prefix
+from shipyard.dist import temp_prefix
 from shipyard.manifest import Binary
 from shipyard.oci.layout import blob_path
 from shipyard.oci.model import OCIError
@@ -40,7 +40,6 @@ from shipyard.release.archives import find_license, write_release_archive
 from shipyard.release.building import artifacts as built_artifacts
 from shipyard.release.building import released_wheels
 from shipyard.release.context import ReleaseContext
-from shipyard.release.journal import JOURNAL_NAME
 from shipyard.release.sbom import (
     BaseImage,
     attachment,
@@ -50,14 +49,23 @@ from shipyard.release.sbom import (
     sbom_json,
     wheel_requirements,
 )
-from shipyard.release.signing import SUMS_SIG, sign_sums
+from shipyard.release.signing import sign_sums
+from shipyard.release.staged import (
+    JOURNAL,
+    RELEASE_JSON,
+    SUMS,
+    UNSUMMED,
+    FileKind,
+    ImageSbom,
+    PlatformEntry,
+    StagedFile,
+    StagedImage,
+    StagedRelease,
+    covering,
+    staged_path,
+)
 
-__all__ = ["RELEASE_JSON", "SUMS", "StageRelease", "changelog", "sha256sums"]
-
-RELEASE_JSON = "release.json"
-SUMS = "SHA256SUMS"
-# The sums, their signature (of the sums) and the journal are not in SHA256SUMS.
-_UNSUMMED = {SUMS, SUMS_SIG, JOURNAL_NAME}
+__all__ = ["StageRelease", "changelog", "sha256sums"]
 
 
 def sha256sums(folder: Path) -> str:
@@ -65,7 +73,7 @@ def sha256sums(folder: Path) -> str:
     lines = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
-        if rel not in _UNSUMMED:
+        if rel not in UNSUMMED:
             lines.append(f"{sha256_file(path)}  {rel}\n")
     return "".join(lines)
 
@@ -93,21 +101,21 @@ def _link_or_copy(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def _file(folder: Path, rel: str, **extra: Any) -> dict[str, Any]:
+def _file(folder: Path, rel: str, kind: FileKind, **fields: str | None) -> StagedFile:
     path = folder / rel
-    return {**extra, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size}
+    return StagedFile(kind, rel, sha256_file(path), path.stat().st_size, **fields)  # type: ignore[arg-type]
 
 
 def _stage_images(
     ctx: ReleaseContext, tmp: Path, binary: str, built: tuple[Artifact, ...]
-) -> list[dict[str, Any]]:
+) -> list[StagedImage]:
     """Copy `binary`'s image layouts into `tmp`; their release.json entries.
 
     The default image goes to images/<binary>/, each variant to its own layout
     inside it (`variant_layout`), listed with its name, its tags suffixed
     `-<variant>` and whether it is the default image itself (`collapsed`).
     """
-    entries: list[dict[str, Any]] = []
+    entries: list[StagedImage] = []
     settings = ctx.binary(binary).image
     tags = list(ctx.image_tags(ctx.binary(binary)))
     # The default image first, whatever order the build listed them in.
@@ -131,30 +139,29 @@ def _stage_images(
             # The variants' layouts are copied as their own artifacts.
             ignore=lambda folder, _names, top=source: [VARIANTS_DIR] if Path(folder) == top else [],
         )
-        entry: dict[str, Any] = {
-            "kind": "image",
-            "binary": binary,
-            "path": rel,
-            "digest": image.digest,
-            "media_type": image.media_type,
-            "size": image.size,
-            "platform": list(image.platforms),
-            "manifests": [
-                {"platform": m.platform, "digest": m.digest, "size": m.size}
-                for m in image.manifests
-            ],
-            "hubs": list(settings.hubs),
-            "tags": list(variant_tags(tags, variant)),
-        }
-        if variant:
-            entry |= {"variant": variant, "collapsed": image.digest == default_digest}
-        entries.append(entry)
+        entries.append(
+            StagedImage(
+                binary=binary,
+                path=rel,
+                digest=image.digest,
+                media_type=image.media_type,
+                size=image.size,
+                platforms=tuple(image.platforms),
+                manifests=tuple(
+                    PlatformEntry(m.platform, m.digest, m.size) for m in image.manifests
+                ),
+                hubs=tuple(settings.hubs),
+                tags=tuple(variant_tags(tags, variant)),
+                variant=variant,
+                collapsed=bool(variant) and image.digest == default_digest,
+            )
+        )
     return entries
 
 
 def _stage_archives(
     ctx: ReleaseContext, tmp: Path, zipapps: tuple[Artifact, ...]
-) -> list[dict[str, Any]]:
+) -> list[StagedFile]:
     """One release archive per platform of each zipapp binary (`archives`), in
     archives/; their release.json entries.
 
@@ -169,7 +176,7 @@ def _stage_archives(
         for action in ctx.plan.actions
         if action.kind == "zipapp" and action.binaries
     }
-    entries: list[dict[str, Any]] = []
+    entries: list[StagedFile] = []
     for art in zipapps:
         for platform in platforms.get(art.binary, ()) if art.platform == ANY else (art.platform,):
             made = write_release_archive(
@@ -182,7 +189,7 @@ def _stage_archives(
                 epoch=ctx.stamp.epoch,
             )
             rel = made.relative_to(tmp).as_posix()
-            entries.append(_file(tmp, rel, kind="archive", binary=art.binary, platform=platform))
+            entries.append(_file(tmp, rel, "archive", binary=art.binary, platform=platform))
     return entries
 
 
@@ -216,120 +223,104 @@ def _base_of(layout: Path, manifest_digest: str) -> BaseImage | None:
     return BaseImage(name, notes.get(_BASE_DIGEST, "")) if isinstance(name, str) else None
 
 
-def _references(hubs: list[str], binary: str, tag: str) -> list[str]:
+def _references(hubs: tuple[str, ...], binary: str, tag: str) -> tuple[str, ...]:
     """`host/repository:tag` of `binary`'s `tag` on each of `hubs`."""
-    return [f"{h.host}/{h.repository(binary)}:{tag}" for h in map(parse_hub, hubs)]
+    return tuple(f"{h.host}/{h.repository(binary)}:{tag}" for h in map(parse_hub, hubs))
 
 
-def _write_sbom(tmp: Path, rel: str, text: str, **extra: Any) -> dict[str, Any]:
+def _write_sbom(tmp: Path, rel: str, text: str, **fields: str | None) -> StagedFile:
     (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
     atomic_write(tmp / rel, text.encode())
-    return _file(tmp, rel, kind="sbom", **extra)
+    return _file(tmp, rel, "sbom", **fields)
 
 
-def _stage_sboms(
-    ctx: ReleaseContext,
-    tmp: Path,
-    built: tuple[Artifact, ...],
-    staged: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], set[str]]:
-    """An SBOM per zipapp and per image platform (and variant) whose contents are
-    known; their release.json entries and the binaries they cover. Each staged image
-    entry with SBOMs gets `sbom`: the attachment publish pushes (its tag, manifest
-    digest, the documents in layer order, and the reference on each hub)."""
-    entries: list[dict[str, Any]] = []
-    covered: set[str] = set()
-    epoch = ctx.stamp.epoch
+def _zipapp_sboms(ctx: ReleaseContext, tmp: Path, built: tuple[Artifact, ...]) -> list[StagedFile]:
+    """An SBOM per zipapp whose contents are known, describing the zipapp's path."""
+    entries = []
     for art in select(built, kind="zipapp"):
         dists = _installed_for(art, art.platform)
         if dists is None:
             continue
         of = staged_path("zipapp", art.path.name)
-        name = art.path.name.removesuffix(".pyz")
         version = ctx.version_of(art.binary)
-        text = contents_sbom(art.binary, version, art.platform, dists, epoch=epoch, of=of)
-        rel = staged_path("sbom", name)
+        text = contents_sbom(art.binary, version, art.platform, dists, epoch=ctx.stamp.epoch, of=of)
+        rel = staged_path("sbom", art.path.name.removesuffix(".pyz"))
         entries.append(_write_sbom(tmp, rel, text, binary=art.binary, platform=art.platform, of=of))
-        covered.add(art.binary)
-    images = {(e["binary"], e.get("variant", "")): e for e in staged if e["kind"] == "image"}
+    return entries
+
+
+def _platform_sboms(
+    ctx: ReleaseContext, tmp: Path, art: Artifact, variant: str
+) -> list[StagedFile] | None:
+    """An SBOM per platform manifest of the image `art`; None unless every platform's
+    contents are known."""
+    image = art.metadata.image
+    assert image is not None
+    version = ctx.version_of(art.binary)
+    suffix = f"-{variant}" if variant else ""
+    documents = []
+    for manifest in image.manifests:
+        dists = _installed_for(art, manifest.platform)
+        if dists is None:
+            return None
+        flat = manifest.platform.replace("/", "_")
+        rel = staged_path("sbom", f"{art.binary}-{version}-image{suffix}-{flat}")
+        base = _base_of(art.path.parent, manifest.digest)
+        of = manifest.digest
+        text = contents_sbom(
+            art.binary, version, manifest.platform, dists, epoch=ctx.stamp.epoch, of=of, base=base
+        )
+        fields = {"binary": art.binary, "platform": manifest.platform, "of": of}
+        documents.append(
+            _write_sbom(tmp, rel, text, **fields, image=image.digest, variant=variant or None)
+        )
+    return documents
+
+
+def _attached(tmp: Path, image: StagedImage, documents: list[StagedFile]) -> StagedImage:
+    """`image` with its SBOM attachments: the index's (every platform's document, in
+    order) and one per platform manifest (one layer), as ko attaches them, which is
+    what `cosign download sbom --platform` reads."""
+
+    def made(tag: str, docs: list[StagedFile], platform: str = "", of: str = "") -> ImageSbom:
+        attached = attachment([(d.name, d.platform, (tmp / d.path).read_bytes()) for d in docs])
+        references = _references(image.hubs, image.binary, tag)
+        paths = tuple(d.path for d in docs)
+        return ImageSbom(tag, attached.digest, paths, references, platform, of)
+
+    platforms = tuple(
+        made(attached_tag(str(d.of), "sbom"), [d], d.platform, str(d.of)) for d in documents
+    )
+    index = made(attached_tag(image.digest, "sbom"), documents)
+    return replace(image, sbom=index, platform_sboms=platforms)
+
+
+def _stage_sboms(
+    ctx: ReleaseContext, tmp: Path, built: tuple[Artifact, ...], images: list[StagedImage]
+) -> tuple[list[StagedFile], set[str], list[StagedImage]]:
+    """An SBOM per zipapp and per image platform (and variant) whose contents are
+    known: the SBOM files, the binaries they cover, and `images` with the
+    attachments publish pushes (`StagedImage.sbom`)."""
+    entries = _zipapp_sboms(ctx, tmp, built)
+    covered = {e.binary for e in entries if e.binary}
+    by_key = {(i.binary, i.variant): i for i in images}
     done: set[str] = set()  # a variant equal to the default has the default's SBOMs
     for art in select(built, kind="image"):
-        image, variant = art.metadata.image, variant_of(art)
-        entry = images.get((art.binary, variant))
-        if image is None or entry is None or image.digest in done:
+        variant = variant_of(art)
+        entry = by_key.get((art.binary, variant))
+        if art.metadata.image is None or entry is None or art.metadata.image.digest in done:
             continue
-        version = ctx.version_of(art.binary)
-        documents: list[tuple[str, str, str]] = []
-        for manifest in image.manifests:
-            dists = _installed_for(art, manifest.platform)
-            if dists is None:
-                break
-            base = _base_of(art.path.parent, manifest.digest)
-            suffix = f"-{variant}" if variant else ""
-            flat = manifest.platform.replace("/", "_")
-            rel = staged_path("sbom", f"{art.binary}-{version}-image{suffix}-{flat}")
-            text = contents_sbom(
-                art.binary,
-                version,
-                manifest.platform,
-                dists,
-                epoch=epoch,
-                of=manifest.digest,
-                base=base,
-            )
-            extra: dict[str, Any] = {"variant": variant} if variant else {}
-            entries.append(
-                _write_sbom(
-                    tmp,
-                    rel,
-                    text,
-                    binary=art.binary,
-                    platform=manifest.platform,
-                    of=manifest.digest,
-                    image=image.digest,
-                    **extra,
-                )
-            )
-            documents.append((rel, manifest.platform, manifest.digest))
-        else:
-            if not documents:
-                continue
-            done.add(image.digest)
-            covered.add(art.binary)
-            attached = attachment(
-                [
-                    (Path(rel).name, platform, (tmp / rel).read_bytes())
-                    for rel, platform, _ in documents
-                ]
-            )
-            hubs = [str(text) for text in entry["hubs"]]
-            # One manifest per platform image too (one layer), as ko attaches them:
-            # what `cosign download sbom --platform` reads.
-            platforms = []
-            for rel, platform, digest in documents:
-                one = attachment([(Path(rel).name, platform, (tmp / rel).read_bytes())])
-                platforms.append(
-                    {
-                        "platform": platform,
-                        "of": digest,
-                        "tag": attached_tag(digest, "sbom"),
-                        "digest": one.digest,
-                        "documents": [rel],
-                        "references": _references(hubs, art.binary, attached_tag(digest, "sbom")),
-                    }
-                )
-            tag = attached_tag(image.digest, "sbom")
-            entry["sbom"] = {
-                "tag": tag,
-                "digest": attached.digest,
-                "documents": [rel for rel, _, _ in documents],
-                "references": _references(hubs, art.binary, tag),
-                "platforms": platforms,
-            }
-    return entries, covered
+        documents = _platform_sboms(ctx, tmp, art, variant)
+        if not documents:
+            continue
+        entries += documents
+        done.add(art.metadata.image.digest)
+        covered.add(art.binary)
+        by_key[(art.binary, variant)] = _attached(tmp, entry, documents)
+    return entries, covered, list(by_key.values())
 
 
-def _sign_provenance(ctx: ReleaseContext, folder: Path, staged: dict[str, Any]) -> None:
+def _sign_provenance(ctx: ReleaseContext, folder: Path, staged: StagedRelease) -> None:
     """Write provenance.intoto.jsonl: the SLSA v1 Statement of the staged release (its
     subjects: every artifact of `staged`), in a DSSE envelope signed with the key."""
     from shipyard.release.provenance import provenance_statement, write_provenance
@@ -410,65 +401,80 @@ class StageRelease:
             raise
         shutil.rmtree(old, ignore_errors=True)
 
-    def _fill(self, ctx: ReleaseContext, tmp: Path) -> dict[str, Any]:
-        artifacts: list[dict[str, Any]] = []
+    def _fill(self, ctx: ReleaseContext, tmp: Path) -> StagedRelease:
         built = built_artifacts(ctx)
-        wheel_of: dict[str, Artifact] = {}
-        for result in ctx.build.results if ctx.build else ():
-            for art in select(result.outputs, kind="wheel"):
-                wheel_of.update(dict.fromkeys(result.action.binaries, art))
-        for _, art in released_wheels(ctx):
-            rel = staged_path("wheel", art.path.name)
-            (tmp / rel).parent.mkdir(exist_ok=True)
-            shutil.copy2(art.path, tmp / rel)
-            artifacts.append(_file(tmp, rel, kind="wheel", platform=art.platform))
-        for art in select(built, kind="zipapp"):
-            rel = staged_path("zipapp", art.path.name)
-            (tmp / rel).parent.mkdir(exist_ok=True)
-            shutil.copy2(art.path, tmp / rel)
-            artifacts.append(
-                _file(tmp, rel, kind="zipapp", binary=art.binary, platform=art.platform)
-            )
+        artifacts: list[StagedFile | StagedImage] = [*_stage_files(ctx, tmp, built)]
         artifacts += _stage_archives(ctx, tmp, select(built, kind="zipapp"))
-        for binary in ctx.image_binaries():
-            artifacts += _stage_images(ctx, tmp, binary.name, select(built, kind="image"))
-        sboms, covered = _stage_sboms(ctx, tmp, built, artifacts)
-        artifacts += sboms
-        for binary in ctx.plan.binaries:
-            wheel = wheel_of.get(binary.name)
-            if wheel is None or binary.name in covered:
-                continue
-            own = wheel.metadata.wheel.name if wheel.metadata.wheel else None
-            deps = installed_dependencies(select(built, binary=binary.name), own)
-            if deps is None:  # nothing installed that is known: the lock says, if any
-                deps = _locked_dependencies(ctx, binary)
-            if deps is None:  # no lock either: resolve the wheel's needs
-                reqs = wheel_requirements(wheel.path)
-                deps = sorted(
-                    resolve_requirements(reqs, python=ctx.manifest.project.python).items()
-                )
-            text = sbom_json(binary.name, ctx.version_of(binary.name), deps, epoch=ctx.stamp.epoch)
-            rel = staged_path("sbom", binary.name)
-            atomic_write(tmp / rel, text.encode())
-            artifacts.append(_file(tmp, rel, kind="sbom", binary=binary.name, platform=ANY))
+        images = [
+            image
+            for binary in ctx.image_binaries()
+            for image in _stage_images(ctx, tmp, binary.name, select(built, kind="image"))
+        ]
+        sboms, covered, images = _stage_sboms(ctx, tmp, built, images)
+        artifacts += [*images, *sboms, *_binary_sboms(ctx, tmp, built, covered)]
         notes = changelog(ctx.root, ctx.manifest.project.name, ctx.stamp.version)
         atomic_write(tmp / "CHANGELOG.md", notes.encode())
-        staged: dict[str, Any] = {
-            "schema": 1,
-            "project": ctx.manifest.project.name,
-            "version": ctx.stamp.version,
-            "tag": ctx.stamp.tag,
-            "revision": ctx.stamp.revision,
-            "snapshot": ctx.options.snapshot,
-            "build": build_info(ctx.stamp),
-            "artifacts": artifacts,
-        }
-        atomic_write(tmp / RELEASE_JSON, (json.dumps(staged, indent=2) + "\n").encode())
+        staged = StagedRelease(
+            project=ctx.manifest.project.name,
+            version=ctx.stamp.version,
+            tag=ctx.stamp.tag,
+            revision=ctx.stamp.revision,
+            snapshot=ctx.options.snapshot,
+            build=build_info(ctx.stamp),
+            artifacts=tuple(artifacts),
+        )
+        atomic_write(tmp / RELEASE_JSON, staged.dumps())
         if ctx.signing_key is not None:  # provenance over release.json, listed in the sums
             _sign_provenance(ctx, tmp, staged)
-        atomic_write(tmp / SUMS, sha256sums(tmp).encode())
+        sums = sha256sums(tmp)
+        atomic_write(tmp / SUMS, sums.encode())
         if ctx.signing_key is not None:
             sign_sums(tmp, ctx.signing_key)
         if ctx.publishing and not ctx.options.dry_run:
-            (tmp / JOURNAL_NAME).touch()  # marks the folder as a release to resume
-        return staged
+            (tmp / JOURNAL).touch()  # marks the folder as a release to resume
+        return staged.with_files(*covering(tmp))
+
+
+def _stage_files(ctx: ReleaseContext, tmp: Path, built: tuple[Artifact, ...]) -> list[StagedFile]:
+    """The released wheels and the zipapps, copied into `tmp`."""
+    files = []
+    for _, art in released_wheels(ctx):
+        rel = staged_path("wheel", art.path.name)
+        (tmp / rel).parent.mkdir(exist_ok=True)
+        shutil.copy2(art.path, tmp / rel)
+        files.append(_file(tmp, rel, "wheel", platform=art.platform))
+    for art in select(built, kind="zipapp"):
+        rel = staged_path("zipapp", art.path.name)
+        (tmp / rel).parent.mkdir(exist_ok=True)
+        shutil.copy2(art.path, tmp / rel)
+        files.append(_file(tmp, rel, "zipapp", binary=art.binary, platform=art.platform))
+    return files
+
+
+def _binary_sboms(
+    ctx: ReleaseContext, tmp: Path, built: tuple[Artifact, ...], covered: set[str]
+) -> list[StagedFile]:
+    """The binary-level SBOM (`sbom/<binary>.cdx.json`) of each binary with a wheel and
+    no artifact of known contents: from what its artifacts installed, else uv.lock,
+    else a resolve of the wheel's requirements."""
+    wheel_of: dict[str, Artifact] = {}
+    for result in ctx.build.results if ctx.build else ():
+        for art in select(result.outputs, kind="wheel"):
+            wheel_of.update(dict.fromkeys(result.action.binaries, art))
+    files = []
+    for binary in ctx.plan.binaries:
+        wheel = wheel_of.get(binary.name)
+        if wheel is None or binary.name in covered:
+            continue
+        own = wheel.metadata.wheel.name if wheel.metadata.wheel else None
+        deps = installed_dependencies(select(built, binary=binary.name), own)
+        if deps is None:  # nothing installed that is known: the lock says, if any
+            deps = _locked_dependencies(ctx, binary)
+        if deps is None:  # no lock either: resolve the wheel's needs
+            reqs = wheel_requirements(wheel.path)
+            deps = sorted(resolve_requirements(reqs, python=ctx.manifest.project.python).items())
+        text = sbom_json(binary.name, ctx.version_of(binary.name), deps, epoch=ctx.stamp.epoch)
+        rel = staged_path("sbom", binary.name)
+        atomic_write(tmp / rel, text.encode())
+        files.append(_file(tmp, rel, "sbom", binary=binary.name, platform=ANY))
+    return files

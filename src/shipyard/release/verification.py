@@ -40,21 +40,29 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from shipyard.release.provenance import (
-    PROVENANCE_FILE,
-    RELEASE_JSON,
     SLSA_PREDICATE,
     expected_subjects,
     subject_set,
     verify_envelope,
 )
 from shipyard.release.signing import (
-    SUMS,
     SUMS_LIMIT,
-    SUMS_SIG,
     VerifyError,
     read_capped,
     verify_sums,
 )
+from shipyard.release.staged import (
+    JOURNAL,
+    PROVENANCE_FILE,
+    RELEASE_JSON,
+    SUMS,
+    SUMS_SIG,
+    StagedImage,
+    StagedRelease,
+    covering,
+    parse_release,
+)
+from shipyard.release.staged import UNSUMMED as _UNSUMMED
 
 __all__ = [
     "JOURNAL",
@@ -65,9 +73,6 @@ __all__ = [
     "verify_release",
 ]
 
-JOURNAL = "publish.journal"  # journal.JOURNAL_NAME: publish's own state, never signed
-# Files of the folder that SHA256SUMS does not list.
-_UNSUMMED = frozenset({SUMS, SUMS_SIG, JOURNAL})
 # Size cap of release.json, the provenance, an image's index: far above any real
 # release's, far below what hurts.
 DOCUMENT_LIMIT = 64 << 20  # release.json, provenance, an image's index
@@ -81,7 +86,8 @@ class VerifiedRelease:
 
     folder: Path
     version: str
-    staged: dict[str, Any]  # release.json, as the checked bytes hold it
+    staged: StagedRelease  # release.json, as the checked bytes hold it, with the files
+    # that cover it (the sums, their signature, the provenance) appended
     signed: bool  # SHA256SUMS.sig present (and, with a key, verified)
     checks: tuple[str, ...]  # one line per check, for `verify`'s output
     # The provenance envelopes, one per line, as the checked bytes hold them: what
@@ -228,11 +234,11 @@ def _load_json(data: bytes, where: Path) -> Any:
         raise VerifyError(f"{where} is not JSON") from None
 
 
-def _check_image(docs: _Documents, art: Mapping[str, Any], rel: str) -> None:
+def _check_image(docs: _Documents, art: StagedImage, rel: str) -> None:
     """The layout `rel` names release.json's digest, and its index the listed manifests."""
     folder, listed = docs.folder, docs.listed
-    digest = art.get("digest")
-    if not isinstance(digest, str) or not digest.startswith("sha256:"):
+    digest = art.digest
+    if not digest.startswith("sha256:"):
         raise VerifyError(f"{folder / RELEASE_JSON}: the image at {rel} has no sha256 digest")
     index = f"{rel}/index.json"
     if index not in listed:
@@ -254,12 +260,11 @@ def _check_image(docs: _Documents, art: Mapping[str, Any], rel: str) -> None:
     root = prefix + digest.partition(":")[2]
     if root not in listed:
         raise VerifyError(f"{folder / root} (the image's index) is not listed in {SUMS}")
-    children = art.get("manifests")
-    if not children:
+    if not art.manifests:
         return
     document = docs.json(root)
     entries = document.get("manifests") if isinstance(document, dict) else None
-    want = [m.get("digest") if isinstance(m, dict) else m for m in children]
+    want = [m.digest for m in art.manifests]
     if isinstance(entries, list):
         have = [e.get("digest") for e in entries if isinstance(e, dict)]
     else:  # a single manifest: it is its own one platform manifest
@@ -271,47 +276,37 @@ def _check_image(docs: _Documents, art: Mapping[str, Any], rel: str) -> None:
         )
 
 
-def _check_release_json(docs: _Documents, staged: Mapping[str, Any]) -> int:
+def _check_release_json(docs: _Documents, staged: StagedRelease) -> int:
     """Every artifact release.json names is listed in SHA256SUMS with its digest; an
     image's layout agrees with its entry; each SBOM describes a listed artifact."""
     folder, listed = docs.folder, docs.listed
-    artifacts = staged.get("artifacts")
-    if not isinstance(artifacts, list) or not all(isinstance(a, dict) for a in artifacts):
-        raise VerifyError(f"{folder / RELEASE_JSON} has no list of artifacts")
+    artifacts = staged.listed()
     for art in artifacts:
-        kind = art.get("kind")
-        rel = _staged_file(folder, art.get("path"), f"the {kind} artifact")
-        if kind == "image":
+        rel = _staged_file(folder, art.path, f"the {art.kind} artifact")
+        if isinstance(art, StagedImage):
             _check_image(docs, art, rel)
             continue
         if rel not in listed:
             raise VerifyError(
                 f"{folder / rel} is in {RELEASE_JSON} but not in {SUMS}: it was not staged"
             )
-        if art.get("sha256") != listed[rel]:
+        if art.sha256 != listed[rel]:
             raise VerifyError(
-                f"{folder / rel} has sha256 {listed[rel]}, release.json says {art.get('sha256')}"
+                f"{folder / rel} has sha256 {listed[rel]}, release.json says {art.sha256}"
             )
-    described = {str(a.get("path")) for a in artifacts} | {
-        str(d)
-        for a in artifacts
-        if a.get("kind") == "image"
-        for d in (
-            a.get("digest"),
-            *(m.get("digest") for m in a.get("manifests") or [] if isinstance(m, dict)),
-        )
+    described = {a.path for a in artifacts} | {
+        d for i in staged.images for d in (i.digest, *(m.digest for m in i.manifests))
     }
-    for art in artifacts:
-        of = art.get("of")
-        if art.get("kind") == "sbom" and of is not None and str(of) not in described:
+    for sbom in staged.files("sbom"):
+        if sbom.of is not None and sbom.of not in described:
             raise VerifyError(
-                f"{folder / str(art.get('path'))} describes {of}, which release.json does not list"
+                f"{folder / sbom.path} describes {sbom.of}, which release.json does not list"
             )
     return len(artifacts)
 
 
 def _check_provenance(
-    docs: _Documents, staged: Mapping[str, Any], public: ec.EllipticCurvePublicKey, version: str
+    docs: _Documents, staged: StagedRelease, public: ec.EllipticCurvePublicKey, version: str
 ) -> tuple[str, tuple[bytes, ...]]:
     """The provenance verified against `staged`: what was checked, and its lines."""
     path = docs.folder / PROVENANCE_FILE
@@ -343,6 +338,27 @@ def _check_provenance(
             )
             raise VerifyError(f"{where}: the provenance's subjects differ: it {first}")
     return f"{PROVENANCE_FILE}: signature verified, {len(want)} subject(s) match", lines
+
+
+def _check_sums(folder: Path, files: set[str], listed: dict[str, str]) -> _Documents:
+    """Every file the sums list is there with its sha256, and none is unlisted; the
+    documents parsed later (release.json, the provenance, each index.json) read once,
+    as the bytes that were checked."""
+    docs = _Documents(folder, listed)
+    for rel in sorted(listed):
+        if rel in _UNSUMMED:
+            raise VerifyError(f"{folder / SUMS} lists {rel}, which is never summed")
+        if rel not in files:
+            raise VerifyError(f"{folder / rel} is listed in {SUMS} but missing")
+        if rel in (RELEASE_JSON, PROVENANCE_FILE) or rel.endswith("/index.json"):
+            docs.bytes(rel)  # read once: these bytes are the ones parsed below
+            continue
+        found = _sha256(folder / rel)
+        if found != listed[rel]:
+            raise VerifyError(f"{folder / rel} has sha256 {found}, {SUMS} says {listed[rel]}")
+    for rel in sorted(files - set(listed) - _UNSUMMED):
+        raise VerifyError(f"{folder / rel} is in the release but not in {SUMS}")
+    return docs
 
 
 def check_release(
@@ -377,27 +393,16 @@ def check_release(
     except UnicodeDecodeError:
         raise VerifyError(f"{folder / SUMS} is not UTF-8 text") from None
     listed = parse_sums(text, folder / SUMS)
-    docs = _Documents(folder, listed)
-    for rel in sorted(listed):
-        if rel in _UNSUMMED:
-            raise VerifyError(f"{folder / SUMS} lists {rel}, which is never summed")
-        if rel not in files:
-            raise VerifyError(f"{folder / rel} is listed in {SUMS} but missing")
-        if rel in (RELEASE_JSON, PROVENANCE_FILE) or rel.endswith("/index.json"):
-            docs.bytes(rel)  # read once: these bytes are the ones parsed below
-            continue
-        found = _sha256(folder / rel)
-        if found != listed[rel]:
-            raise VerifyError(f"{folder / rel} has sha256 {found}, {SUMS} says {listed[rel]}")
-    for rel in sorted(files - set(listed) - _UNSUMMED):
-        raise VerifyError(f"{folder / rel} is in the release but not in {SUMS}")
+    docs = _check_sums(folder, files, listed)
     checks.append(f"{SUMS}: {len(listed)} file(s) match")
     if RELEASE_JSON not in listed:
         raise VerifyError(f"{folder / RELEASE_JSON} is not listed in {SUMS}")
-    staged = docs.json(RELEASE_JSON)
-    if not isinstance(staged, dict) or not isinstance(staged.get("version"), str):
+    document = docs.json(RELEASE_JSON)
+    if not isinstance(document, dict) or not isinstance(document.get("version"), str):
         raise VerifyError(f"{folder / RELEASE_JSON} names no version")
-    named = staged["version"]
+    # Not what staging writes (a field missing or of another type): StagedError, exit 2.
+    staged = parse_release(document, str(folder / RELEASE_JSON))
+    named = staged.version
     if version is not None and not _same_version(named, version):
         raise VerifyError(
             f"{folder / RELEASE_JSON} is the release of {named}, not {version}: the folder "
@@ -413,6 +418,7 @@ def check_release(
             )
         line, provenance = _check_provenance(docs, staged, public, named)
         checks.append(line)
+    staged = staged.with_files(*covering(folder))
     return VerifiedRelease(folder, named, staged, signed, tuple(checks), provenance)
 
 

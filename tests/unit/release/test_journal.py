@@ -7,6 +7,7 @@ from pathlib import Path
 
 from shipyard.release import Journal
 from shipyard.release.publish import publish_steps
+from shipyard.release.staged import parse_release
 
 
 def test_records_survive_a_new_reader(tmp_path: Path) -> None:
@@ -45,7 +46,7 @@ def test_publish_steps_upload_everything_then_move_every_tag() -> None:
             {"kind": "sbom", "path": "sbom/a.cdx.json"},
         ]
     }
-    assert publish_steps(staged) == [
+    assert publish_steps(parse_release(staged)) == [
         "image h1/x/a@sha256:d",
         "image h2/y/a@sha256:d",
         "image h1/x/b@sha256:d",
@@ -69,7 +70,7 @@ def test_a_signed_release_signs_and_attests_each_image_before_wheels_and_tags() 
             {**image, "tags": ["1"]},
         ]
     }
-    assert publish_steps(staged, signed=True) == [
+    assert publish_steps(parse_release(staged), signed=True) == [
         "image h1/x/a@sha256:d",
         "sign h1/x/a@sha256:d",
         "attest h1/x/a@sha256:d",
@@ -93,7 +94,7 @@ def test_resume_runs_only_the_steps_not_journalled(tmp_path: Path) -> None:
     }
     journal = Journal(tmp_path / "publish.journal")
     journal.record("image h1/x/a@sha256:d")
-    todo = [s for s in publish_steps(staged) if not journal.done(s)]
+    todo = [s for s in publish_steps(parse_release(staged)) if not journal.done(s)]
     assert todo == [
         "image h2/y/a@sha256:d",
         "wheel a-1-py3-none-any.whl",

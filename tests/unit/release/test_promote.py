@@ -39,6 +39,7 @@ from shipyard.release.provenance import (
 )
 from shipyard.release.sbom import PLATFORM_NOTE, attachment
 from shipyard.release.signing import generate_keypair, load_signing_key, sign_sums
+from shipyard.release.staged import parse_release
 from tests.unit.cli.test_tasks import shipyard_argv
 
 REPO = Path(__file__).resolve().parents[3]
@@ -365,7 +366,7 @@ def sign_release(root: Path, name: str = "cosign") -> Path:
     )
     statement = {
         "_type": STATEMENT_TYPE,
-        "subject": expected_subjects(staged),
+        "subject": expected_subjects(parse_release(staged)) if staged else [],
         "predicateType": SLSA_PREDICATE,
         "predicate": {"buildDefinition": {"externalParameters": {"version": "1.0.0"}}},
     }

@@ -17,6 +17,7 @@ from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions
 from shipyard.release.context import ReleaseContext
 from shipyard.release.publish import Publish, check_staged
+from shipyard.release.staged import parse_release
 from shipyard.release.staging import sha256sums
 from tests.unit.release.test_pipeline import make_context
 
@@ -87,7 +88,7 @@ def stage(folder: Path, version: str = "1.2.3+local.1") -> dict[str, Any]:
 
 def test_untouched_staged_files_pass(tmp_path: Path) -> None:
     staged = stage(tmp_path)
-    images = check_staged(tmp_path, staged)
+    images = check_staged(tmp_path, parse_release(staged))
     assert list(images) == ["images/demo"]
     assert images["images/demo"].root[0] == staged["artifacts"][1]["digest"]
 
@@ -114,7 +115,7 @@ def test_a_file_changed_after_staging_is_refused_by_name(tmp_path: Path, target:
         top = {"schemaVersion": 2, "manifests": [{"mediaType": OCI_MANIFEST, **other}]}
         changed.write_text(json.dumps(top))
     with pytest.raises(UsageError) as caught:
-        check_staged(tmp_path, staged)
+        check_staged(tmp_path, parse_release(staged))
     assert caught.value.exit_code == 2
     assert str(changed) in str(caught.value)
     assert "--clean" in str(caught.value)
@@ -125,7 +126,7 @@ def test_a_path_outside_the_staged_folder_is_refused(tmp_path: Path, path: str) 
     staged = stage(tmp_path / "release")
     staged["artifacts"][0]["path"] = path
     with pytest.raises(UsageError, match="outside"):
-        check_staged(tmp_path / "release", staged)
+        check_staged(tmp_path / "release", parse_release(staged))
 
 
 def test_publish_refuses_a_tampered_file_before_contacting_anything(tmp_path: Path) -> None:
@@ -138,7 +139,7 @@ def test_publish_refuses_a_tampered_file_before_contacting_anything(tmp_path: Pa
     ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3"))
     ctx.registry_for = registry_for
     folder = ctx.release_dir
-    ctx.staged = stage(folder)
+    ctx.staged = parse_release(stage(folder))
     (folder / "SHA256SUMS").write_text(sha256sums(folder))
     (folder / "wheels" / "demo-1.0.0-py3-none-any.whl").write_bytes(b"tampered")
     with pytest.raises(UsageError, match=r"demo-1\.0\.0-py3-none-any\.whl has sha256 .* says"):

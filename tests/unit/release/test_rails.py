@@ -21,6 +21,7 @@ from shipyard.release.rails import (
     journal_digests,
     refused_hubs,
 )
+from shipyard.release.staged import parse_release
 
 PROD, STAGING = "127.0.0.1:5000/prod", "127.0.0.1:5000/staging"
 
@@ -94,7 +95,7 @@ def test_the_journal_names_the_digests_a_release_pushed_per_hub_and_binary(
             },
         ]
     }
-    steps = publish_steps(staged)
+    steps = publish_steps(parse_release(staged))
     journal = Journal(tmp_path / "publish.journal")
     assert journal_digests(journal, PROD, "app") == frozenset()
     upload = next(s for s in steps if s.startswith("image") and PROD in s and "/app@" in s)

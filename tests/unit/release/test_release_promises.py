@@ -14,7 +14,8 @@ from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions
 from shipyard.release.preflight import Preflight
 from shipyard.release.publish import Publish, verify_staged
-from shipyard.release.staging import SUMS, StageRelease, sha256sums
+from shipyard.release.staged import SUMS, parse_release
+from shipyard.release.staging import StageRelease, sha256sums
 from tests.unit.release.test_pipeline import make_context
 from tests.unit.release.test_publish import publishing_context, stage
 
@@ -73,7 +74,7 @@ def test_publish_refuses_a_stray_file_before_contacting_anything(tmp_path: Path)
     ctx = publishing_context(tmp_path, ReleaseOptions(version="1.2.3"))
     ctx.registry_for = registry_for
     folder = ctx.release_dir
-    ctx.staged = stage(folder)
+    ctx.staged = parse_release(stage(folder))
     (folder / SUMS).write_text(sha256sums(folder))
     (folder / "notes.txt").write_text("not staged\n")
     with pytest.raises(UsageError, match=r"notes\.txt is in the release but not in SHA256SUMS"):
@@ -89,7 +90,7 @@ def test_a_dry_run_without_an_index_says_wheels_are_staged_not_uploaded(
     ctx.on_step = lines.append
     assert ctx.index is None
     folder = ctx.release_dir
-    ctx.staged = stage(folder)
+    ctx.staged = parse_release(stage(folder))
     (folder / SUMS).write_text(sha256sums(folder))
     Publish().run(ctx)
     wheel = "wheel demo-1.0.0-py3-none-any.whl"

@@ -28,6 +28,7 @@ from shipyard.release.sbom import (
     attachment,
     contents_sbom,
 )
+from shipyard.release.staged import parse_release
 from tests.unit.builders.test_resolve import offline_env
 
 EPOCH = 315532800
@@ -200,7 +201,7 @@ def test_sbom_attachments_are_publish_steps_after_the_images_before_wheels_and_t
             {**image, "hubs": ["h1/x", "h2/y"], "sbom": sbom},
         ]
     }
-    assert publish_steps(staged) == [
+    assert publish_steps(parse_release(staged)) == [
         "image h1/x/a@sha256:d",
         "image h2/y/a@sha256:d",
         "sbom h1/x/a:sha256-d.sbom@sha256:s1",

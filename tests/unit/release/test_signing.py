@@ -54,6 +54,7 @@ from shipyard.release.signing import (
     verify_blob,
     verify_sums,
 )
+from shipyard.release.staged import parse_release
 from shipyard.release.staging import sha256sums
 from shipyard.release.verification import verify_release
 
@@ -349,7 +350,7 @@ def _release(folder: Path, key: SigningKey) -> dict[str, Any]:
     (root / "binaries.yaml").write_text("schema: 1\n")
     (root / "uv.lock").write_text("version = 1\n")
     statement = provenance_statement(
-        staged,
+        parse_release(staged),
         manifest_path=root / "binaries.yaml",
         parameters={"selection": {"binaries": ["hello"]}, "flags": {"snapshot": False}},
     )
@@ -378,7 +379,7 @@ def test_the_provenance_statement_is_slsa_v1_with_every_subject(
     assert names["wheels/hello-1.0-py3-none-any.whl"] == {"sha256": wheel["sha256"]}
     image_hex = staged["artifacts"][2]["digest"].partition(":")[2]
     assert names["127.0.0.1:5000/mesh/hello:1.0"] == {"sha256": image_hex}
-    assert len(names) == 4 and statement["subject"] == expected_subjects(staged)
+    assert len(names) == 4 and statement["subject"] == expected_subjects(parse_release(staged))
     build = statement["predicate"]["buildDefinition"]
     assert build["buildType"] == BUILD_TYPE
     assert build["externalParameters"]["version"] == "1.0"
@@ -463,7 +464,7 @@ def test_verify_fails_on_a_tampered_provenance_payload_or_other_subjects(
     with pytest.raises(VerifyError, match="subjects differ: it names wheels/hello"):
         verify_release(folder, public)
     # An image digest missing from the provenance.
-    statement["subject"] = expected_subjects(staged)[:2]
+    statement["subject"] = expected_subjects(parse_release(staged))[:2]
     restage(sign_envelope(json.dumps(statement).encode(), key))
     with pytest.raises(VerifyError, match=r"lacks 127.0.0.1:5000/mesh/hello:1.0"):
         verify_release(folder, public)
@@ -548,7 +549,7 @@ def test_verify_names_an_sbom_that_describes_what_the_release_does_not_list(
     sbom["of"] = "zipapps/other.pyz"
     (folder / "release.json").write_text(json.dumps(staged, indent=2))
     statement = provenance_statement(
-        staged,
+        parse_release(staged),
         manifest_path=tmp_path / "repo" / "binaries.yaml",
         parameters={"selection": {"binaries": ["hello"]}, "flags": {"snapshot": False}},
     )
