@@ -324,7 +324,7 @@ def test_verify_of_an_image_sends_no_global_credentials(services: Services, tmp_
     the global SHIPYARD_REGISTRY_USER pair (for the hubs shipyard pushes to) is never
     its answer to a Basic challenge (security issue, second round, item 2). Before the
     fix, verify answered the challenge of 127.0.0.2 with the global pair."""
-    from shipyard.release.signing import generate_keypair
+    from shipyard.release.keys import generate_keypair
 
     generate_keypair(tmp_path / "k.key", tmp_path / "k.pub")
     seen: list[Seen] = []

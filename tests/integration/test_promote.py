@@ -48,8 +48,10 @@ from shipyard.oci.remote.auth import Credentials
 from shipyard.oci.remote.push import Publisher
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions, release
+from shipyard.release.keys import generate_keypair
 from shipyard.release.provenance import read_provenance
-from shipyard.release.signing import SUMS_SIG, attached_tag, fetch_blob, generate_keypair
+from shipyard.release.signing import attached_tag, fetch_blob
+from shipyard.release.staged import SUMS_SIG
 from tests.integration._release import BUILDERS as STAND_INS
 from tests.integration._release import (
     INDEX_PASSWORD,

@@ -31,7 +31,9 @@ import pytest
 from shipyard.oci.mediatypes import is_index
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions, release
-from shipyard.release.signing import SUMS_SIG, attached_tag, generate_keypair
+from shipyard.release.keys import generate_keypair
+from shipyard.release.signing import attached_tag
+from shipyard.release.staged import SUMS_SIG
 from tests.integration._release import RUN, Hubs, context, hubs, make_repo
 from tests.integration.conftest import Services
 from tests.integration.registries import PASSWORD, USER

@@ -23,9 +23,10 @@ import pytest
 from shipyard.oci.remote.registry import Registry, RegistryError
 from shipyard.release import ReleaseOptions, prepare_release, release
 from shipyard.release.journal import JOURNAL_NAME, Journal
+from shipyard.release.keys import generate_keypair
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.publish import publish_steps
-from shipyard.release.signing import attached_tag, generate_keypair
+from shipyard.release.signing import attached_tag
 from shipyard.release.staged import parse_release
 from tests.integration._release import RUN, make_repo
 from tests.integration.conftest import Services

@@ -29,7 +29,7 @@ from shipyard._http.retry import RetryPolicy
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.remote.auth import Credentials, env_variable_names, find_credentials, redact
 from shipyard.oci.remote.registry import Registry
-from shipyard.release.signing import KEY_ENV, PASSWORD_ENV, load_signing_key
+from shipyard.release.keys import KEY_ENV, PASSWORD_ENV, load_signing_key
 from tests.integration._secrets import (
     NAMES,
     RUN,

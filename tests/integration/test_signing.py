@@ -32,6 +32,7 @@ from securesystemslib.signer._key import SSlibKey
 
 from shipyard.oci.remote.push import push_layout, read_layout_image
 from shipyard.oci.remote.registry import Registry
+from shipyard.release.keys import SigningKey, generate_keypair, sign_blob
 from shipyard.release.provenance import (
     DSSE_MEDIA_TYPE,
     PROVENANCE_FILE,
@@ -44,17 +45,13 @@ from shipyard.release.provenance import (
 from shipyard.release.signing import (
     SIGNATURE_ANNOTATION,
     SIMPLE_SIGNING_MEDIA_TYPE,
-    SUMS_SIG,
     AttachedLayer,
-    SigningKey,
     attached_tag,
-    generate_keypair,
     push_attached,
     push_signature,
-    sign_blob,
     simple_signing_payload,
 )
-from shipyard.release.staged import parse_release
+from shipyard.release.staged import SUMS_SIG, parse_release
 from shipyard.release.staging import sha256sums
 from tests.integration._release import make_repo
 from tests.integration._secrets import Scanner

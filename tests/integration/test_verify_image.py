@@ -23,12 +23,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from shipyard.oci.mediatypes import OCI_MANIFEST
 from shipyard.oci.remote.attach import attached_tag, attachment_config
 from shipyard.oci.remote.registry import Registry
-from shipyard.release.signing import (
-    BLOB_LIMIT,
-    SIMPLE_SIGNING_MEDIA_TYPE,
-    VerifyError,
-    verify_image_signature,
-)
+from shipyard.release.keys import VerifyError
+from shipyard.release.signing import BLOB_LIMIT, SIMPLE_SIGNING_MEDIA_TYPE, verify_image_signature
 from tests.integration.conftest import Services
 from tests.reliability import record
 

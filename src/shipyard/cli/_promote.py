@@ -78,8 +78,8 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
     """Run `promote`; its exit code (errors are raised to the CLI's one handler)."""
     from shipyard.engine.plan import split_flag
     from shipyard.release.index import index_from_env
+    from shipyard.release.keys import load_signing_key
     from shipyard.release.promote import PromoteOptions, plan_promotion, promote
-    from shipyard.release.signing import load_signing_key
 
     if not args.from_hub:
         raise UsageError("promote needs --from=HUB, the staging hub the release was published to")

@@ -63,7 +63,7 @@ def add_parsers(
 
 def run_keygen(args: argparse.Namespace) -> int:
     """Run `keygen`: write the pair and print the two paths."""
-    from shipyard.release.signing import generate_keypair
+    from shipyard.release.keys import generate_keypair
 
     prefix = str(args.out or "")
     if not prefix or prefix.endswith(("/", ".")):
@@ -77,7 +77,7 @@ def run_keygen(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     """Run `verify`: print each check that passed; a mismatch raises VerifyError (exit 1)."""
-    from shipyard.release.signing import load_public_key
+    from shipyard.release.keys import load_public_key
 
     if not args.key:
         raise UsageError("verify needs --key PUB, the public key of the signing pair")
@@ -100,8 +100,9 @@ def _verify_image(target: str, public: object) -> int:
 
     from shipyard.oci.remote.push import pull_registry
     from shipyard.oci.remote.reference import InvalidReference, parse_reference
+    from shipyard.release.keys import VerifyError
     from shipyard.release.provenance import verify_image_attestation
-    from shipyard.release.signing import VerifyError, attached_tag, verify_image_signature
+    from shipyard.release.signing import attached_tag, verify_image_signature
 
     assert isinstance(public, ec.EllipticCurvePublicKey)
     try:

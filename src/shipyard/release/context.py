@@ -19,7 +19,7 @@ from shipyard.release.staged import StagedRelease
 from shipyard.stamp import Stamp
 
 if TYPE_CHECKING:
-    from shipyard.release.signing import SigningKey
+    from shipyard.release.keys import SigningKey
 
 __all__ = ["ReleaseContext", "ReleaseOptions", "Stage", "StageResult", "StageStatus"]
 

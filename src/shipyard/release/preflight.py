@@ -158,7 +158,7 @@ class Preflight:
     def _signing_key(ctx: ReleaseContext) -> None:
         """Load the signing key now: a missing or wrong key stops the release (exit 2)
         before anything is built, naming the flag or variable, never the key."""
-        from shipyard.release.signing import load_signing_key
+        from shipyard.release.keys import load_signing_key
 
         ctx.signing_key = load_signing_key(ctx.options.signing_key, ctx.env)
         if ctx.signing_key is not None:

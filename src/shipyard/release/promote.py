@@ -78,6 +78,7 @@ from shipyard.release.copier import (
     check_targets,
 )
 from shipyard.release.index import PackageIndex
+from shipyard.release.keys import SigningKey, VerifyError, verify_sums
 from shipyard.release.publishers import (
     Counts,
     Job,
@@ -88,7 +89,6 @@ from shipyard.release.publishers import (
     verify_published,
 )
 from shipyard.release.rails import check_protected, refused_hubs
-from shipyard.release.signing import SigningKey, VerifyError, verify_sums
 from shipyard.release.staged import RELEASE_JSON, SUMS, SUMS_SIG, StagedFile, StagedRelease
 from shipyard.release.verification import VerifiedRelease, check_release
 

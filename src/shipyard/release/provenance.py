@@ -29,18 +29,15 @@ from shipyard import __version__
 from shipyard._fs import atomic_write
 from shipyard.oci.mediatypes import DSSE_ENVELOPE, IN_TOTO
 from shipyard.oci.remote.registry import Registry
+from shipyard.release.keys import SigningKey, VerifyError, sign_blob, verify_blob
 from shipyard.release.signing import (
     SIGNATURE_ANNOTATION,
     AttachedLayer,
     PushedSignature,
-    SigningKey,
-    VerifyError,
     attached_layers,
     attached_tag,
     fetch_blob,
     push_attached,
-    sign_blob,
-    verify_blob,
 )
 from shipyard.release.staged import PROVENANCE_FILE, StagedImage, StagedRelease
 

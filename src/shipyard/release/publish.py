@@ -49,6 +49,7 @@ from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.remote.push import LayoutImage, Publisher, read_layout_image, variant_tags
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import Journal
+from shipyard.release.keys import VerifyError
 from shipyard.release.preflight import RELEASED_STEP
 from shipyard.release.publishers import (
     NO_INDEX,
@@ -60,7 +61,6 @@ from shipyard.release.publishers import (
     step_keys,
     verify_published,
 )
-from shipyard.release.signing import VerifyError
 from shipyard.release.staged import JOURNAL, RELEASE_JSON, SUMS_SIG, StagedImage, StagedRelease
 
 if TYPE_CHECKING:  # the check (and the provenance and crypto it reads) loads when publishing

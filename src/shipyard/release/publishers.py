@@ -36,7 +36,7 @@ from shipyard.release.sbom import attachment
 from shipyard.release.staged import ImageSbom, StagedFile, StagedImage, StagedRelease
 
 if TYPE_CHECKING:
-    from shipyard.release.signing import SigningKey
+    from shipyard.release.keys import SigningKey
 
 __all__ = [
     "NO_INDEX",
@@ -472,8 +472,9 @@ def staged_attachments(
 
 
 def _verify_signed(job: Job, place: Placement) -> None:
+    from shipyard.release.keys import VerifyError
     from shipyard.release.provenance import verify_image_attestation
-    from shipyard.release.signing import VerifyError, verify_image_signature
+    from shipyard.release.signing import verify_image_signature
 
     assert job.key is not None
     client, digest = _client(job, place), place.image.digest

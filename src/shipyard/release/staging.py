@@ -40,6 +40,7 @@ from shipyard.release.archives import find_license, write_release_archive
 from shipyard.release.building import artifacts as built_artifacts
 from shipyard.release.building import released_wheels
 from shipyard.release.context import ReleaseContext
+from shipyard.release.keys import sign_sums
 from shipyard.release.sbom import (
     BaseImage,
     attachment,
@@ -49,7 +50,6 @@ from shipyard.release.sbom import (
     sbom_json,
     wheel_requirements,
 )
-from shipyard.release.signing import sign_sums
 from shipyard.release.staged import (
     JOURNAL,
     RELEASE_JSON,

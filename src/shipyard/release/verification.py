@@ -39,17 +39,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from shipyard.release.keys import SUMS_LIMIT, VerifyError, read_capped, verify_sums
 from shipyard.release.provenance import (
     SLSA_PREDICATE,
     expected_subjects,
     subject_set,
     verify_envelope,
-)
-from shipyard.release.signing import (
-    SUMS_LIMIT,
-    VerifyError,
-    read_capped,
-    verify_sums,
 )
 from shipyard.release.staged import (
     JOURNAL,

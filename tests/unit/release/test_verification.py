@@ -24,15 +24,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from shipyard.cli import main
-from shipyard.release.provenance import verify_image_attestation
-from shipyard.release.signing import (
+from shipyard.release.keys import (
     SigningKey,
     VerifyError,
     generate_keypair,
     load_public_key,
     sign_sums,
-    verify_image_signature,
 )
+from shipyard.release.provenance import verify_image_attestation
+from shipyard.release.signing import verify_image_signature
 from shipyard.release.staging import sha256sums
 from shipyard.release.verification import check_release, parse_sums, verify_release
 from tests.reliability import record
