@@ -31,6 +31,7 @@ from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_MANIFEST
 from shipyard.oci.remote.push import Publisher
 from shipyard.oci.remote.registry import Registry
 from shipyard.release import ReleaseOptions, publishers, release
+from shipyard.release.attachments import staged_attachments
 from shipyard.release.journal import Journal
 from shipyard.release.publish import LayoutSource, publish_job
 from shipyard.release.sbom import FIRST_PARTY
@@ -235,7 +236,7 @@ def test_each_sbom_lists_exactly_what_its_artifact_holds(
     assert ctx.staged is not None
     clients = Publisher(ctx.registry_for)
     job = publish_job(ctx, ctx.staged, LayoutSource({}, clients), clients)
-    job.attachments = publishers.staged_attachments(ctx.release_dir, ctx.staged, UsageError)
+    job.attachments = staged_attachments(ctx.release_dir, ctx.staged, UsageError)
     runner = publishers.Runner(Journal(tmp_path / "journal"), False, ctx.on_step)
     for step in publishers.sboms(job):
         runner.run(step)

@@ -35,6 +35,7 @@ from shipyard.release.staged import StagedFile, StagedImage
 __all__ = [
     "HubSource",
     "ImageCopy",
+    "Promoted",
     "PromotionError",
     "SbomAttachment",
     "check_index",
@@ -45,6 +46,18 @@ __all__ = [
 
 class PromotionError(ShipyardError):
     """A promotion found something other than release.json says, or a copy failed (exit 1)."""
+
+
+@dataclass(frozen=True)
+class Promoted:
+    """An image at a final hub, verified."""
+
+    binary: str
+    hub: str
+    repository: str  # host/repository
+    digest: str
+    manifests: tuple[str, ...]
+    tags: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -121,6 +134,12 @@ class ImageCopy:
         """`host/repo`, with `:tag` when given, at the final hub."""
         return f"{self.target.host}/{self.target_repo}" + (f":{tag}" if tag else "")
 
+    def promoted(self) -> Promoted:
+        """The image as the promotion's result lists it."""
+        return Promoted(
+            self.binary, str(self.target), self.where(), self.digest, self.manifests, self.tags
+        )
+
 
 class HubSource:
     """The promote source: each image copied by digest from the staging hub, blobs
@@ -135,7 +154,7 @@ class HubSource:
         copies: Sequence[ImageCopy],
         counts: Counts,
     ) -> None:
-        self._clients = clients
+        self.clients = clients
         self._scratch = scratch
         self._on_step = on_step
         self._copies = {(c.binary, c.variant, str(c.target)): c for c in copies}
@@ -167,7 +186,7 @@ class HubSource:
 
     def client(self, host: str) -> Registry:
         """The shared client for `host`."""
-        return self._clients.client(host)
+        return self.clients.client(host)
 
     def copy(self, image: ImageCopy) -> None:
         """Make the final repository hold the image by digest; no tag moves."""

@@ -68,9 +68,11 @@ from shipyard.errors import UsageError
 from shipyard.manifest import Binary, Image, Manifest
 from shipyard.oci.remote.push import Hub, Publisher, default_registry, parse_hub, variant_tags
 from shipyard.oci.remote.registry import Registry
+from shipyard.release.attachments import staged_attachments
 from shipyard.release.copier import (
     HubSource,
     ImageCopy,
+    Promoted,
     PromotionError,
     SbomAttachment,
     check_index,
@@ -79,14 +81,13 @@ from shipyard.release.copier import (
 )
 from shipyard.release.index import PackageIndex
 from shipyard.release.keys import SigningKey, VerifyError, verify_sums
+from shipyard.release.published import verify_published
 from shipyard.release.publishers import (
     Counts,
     Job,
     Runner,
     StepLog,
     publish_all,
-    staged_attachments,
-    verify_published,
 )
 from shipyard.release.rails import check_protected, refused_hubs
 from shipyard.release.staged import RELEASE_JSON, SUMS, SUMS_SIG, StagedFile, StagedRelease
@@ -140,18 +141,6 @@ class Promotion:
         """(image, tag) in the order tags move: the version tag everywhere, then the rest."""
         most = max((len(i.tags) for i in self.images), default=0)
         return [(i, i.tags[r]) for r in range(most) for i in self.images if r < len(i.tags)]
-
-
-@dataclass(frozen=True)
-class Promoted:
-    """An image at a final hub, verified."""
-
-    binary: str
-    hub: str
-    repository: str  # host/repository
-    digest: str
-    manifests: tuple[str, ...]
-    tags: tuple[str, ...]
 
 
 @dataclass
@@ -377,6 +366,32 @@ def _need_index(index: PackageIndex | None, promotion: Promotion, dry_run: bool)
         )
 
 
+def _job(
+    promotion: Promotion,
+    copier: HubSource,
+    index: PackageIndex | None,
+    key: SigningKey | None,
+    on_step: StepLog,
+) -> Job:
+    """The publishers' job: the final hubs, from the staging hub."""
+    assert promotion.release is not None
+    return Job(
+        release=promotion.release,
+        folder=promotion.folder,
+        places=tuple(image.placement for image in promotion.images),
+        source=copier,
+        clients=copier.clients,
+        index=index,
+        key=key,
+        envelopes=promotion.envelopes if key is not None else (),
+        clobber=promotion.clobber,
+        on_step=on_step,
+        error=PromotionError,
+        counts=copier.result,
+        attachments={s.digest: s.made for i in promotion.images for s in i.sboms},
+    )
+
+
 def promote(
     promotion: Promotion,
     *,
@@ -402,7 +417,6 @@ def promote(
         # Planned with another key (or none): the folder is checked again with this one.
         _read_staged(promotion.folder, promotion.version, signing_key)
     _need_index(index, promotion, dry_run)
-    assert promotion.release is not None
     clients = Publisher(registry_for)
     result = PromotionResult()
     dist = promotion.folder.parent.parent
@@ -419,35 +433,11 @@ def promote(
             on_step=on_step,
         )
         check_index(index, promotion.wheels, dry_run)
-        job = Job(
-            release=promotion.release,
-            folder=promotion.folder,
-            places=tuple(image.placement for image in promotion.images),
-            source=copier,
-            clients=clients,
-            index=index,
-            key=signing_key,
-            envelopes=promotion.envelopes if signing_key is not None else (),
-            clobber=promotion.clobber,
-            on_step=on_step,
-            error=PromotionError,
-            counts=result,
-            attachments={s.digest: s.made for i in promotion.images for s in i.sboms},
-        )
+        job = _job(promotion, copier, index, signing_key, on_step)
         for note in promotion.notes if dry_run else ():
             on_step(note)
         publish_all(job, Runner(None, dry_run, on_step))
         if not dry_run:
             verify_published(job)
-            result.images += [
-                Promoted(
-                    image.binary,
-                    str(image.target),
-                    image.where(),
-                    image.digest,
-                    image.manifests,
-                    image.tags,
-                )
-                for image in promotion.images
-            ]
+            result.images += [image.promoted() for image in promotion.images]
         return result

@@ -97,6 +97,22 @@ def lock_file(root: Path) -> Path | None:
     return next((root / name for name in _LOCKS if (root / name).is_file()), None)
 
 
+def _dependencies(
+    manifest_path: Path, lock: Path | None, revision: object, dirty: bool
+) -> list[dict[str, Any]]:
+    """The resolved dependencies: the manifest, the lock, the git source."""
+    found: list[dict[str, Any]] = [
+        {"name": manifest_path.name, "digest": _digest(manifest_path.read_bytes())}
+    ]
+    if lock is not None:
+        found.append({"name": lock.name, "digest": _digest(lock.read_bytes())})
+    if revision:
+        found.append(
+            {"name": "source", "digest": {"gitCommit": revision}, "annotations": {"dirty": dirty}}
+        )
+    return found
+
+
 def provenance_statement(
     staged: StagedRelease,
     *,
@@ -116,19 +132,7 @@ def provenance_statement(
     revision = build.get("revision") or staged.revision
     dirty = bool(build.get("dirty", False))
     lock = lock if lock is not None else lock_file(manifest_path.parent)
-    dependencies: list[dict[str, Any]] = [
-        {"name": manifest_path.name, "digest": _digest(manifest_path.read_bytes())}
-    ]
-    if lock is not None:
-        dependencies.append({"name": lock.name, "digest": _digest(lock.read_bytes())})
-    if revision:
-        dependencies.append(
-            {
-                "name": "source",
-                "digest": {"gitCommit": revision},
-                "annotations": {"dirty": dirty},
-            }
-        )
+    dependencies = _dependencies(manifest_path, lock, revision, dirty)
     metadata: dict[str, Any] = {"invocationId": f"{staged.project}@{staged.version}"}
     if build.get("created"):
         metadata["startedOn"] = build["created"]

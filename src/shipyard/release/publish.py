@@ -47,19 +47,19 @@ from typing import TYPE_CHECKING
 from shipyard._fs import sha256_file
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.oci.remote.push import LayoutImage, Publisher, read_layout_image, variant_tags
+from shipyard.release.attachments import staged_attachments
 from shipyard.release.context import ReleaseContext
 from shipyard.release.journal import Journal
 from shipyard.release.keys import VerifyError
 from shipyard.release.preflight import RELEASED_STEP
+from shipyard.release.published import verify_published
 from shipyard.release.publishers import (
     NO_INDEX,
     Job,
     Placement,
     Runner,
     publish_all,
-    staged_attachments,
     step_keys,
-    verify_published,
 )
 from shipyard.release.staged import JOURNAL, RELEASE_JSON, SUMS_SIG, StagedImage, StagedRelease
 

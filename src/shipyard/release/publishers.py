@@ -8,8 +8,8 @@ its skip, log and error handlers: the journal, the dry run, the already-there
 check and the log line. `release` (publish) and `promote` run the same list,
 `PUBLISHERS`, and differ only in their source (the staged layouts, or the
 staging hub) and their targets (the hubs release.json names, or the final
-hubs); ko's MultiPublisher is the `Placement` per hub. `verify_published` is
-the check both end with.
+hubs); ko's MultiPublisher is the `Placement` per hub. `published.verify_published`
+is the check both end with.
 
 The order is the publish contract: every image on every hub by digest, their
 SBOMs, their signatures and attestations, the wheels, and only then the tags
@@ -32,7 +32,6 @@ from shipyard.oci.remote.registry import Registry
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import Journal
 from shipyard.release.rails import check_tag_move
-from shipyard.release.sbom import attachment
 from shipyard.release.staged import ImageSbom, StagedFile, StagedImage, StagedRelease
 
 if TYPE_CHECKING:
@@ -48,9 +47,7 @@ __all__ = [
     "Runner",
     "Step",
     "publish_all",
-    "staged_attachments",
     "step_keys",
-    "verify_published",
 ]
 
 StepLog = Callable[[str], None]
@@ -135,6 +132,10 @@ class Job:
     attachments: Mapping[str, Attachment] = field(default_factory=dict)  # by digest
     signed: bool | None = None  # None: signed when there is a key
 
+    def client(self, place: Placement) -> Registry:
+        """The (shared) registry client for `place`'s host."""
+        return self.clients.client(place.hub.host)
+
     @property
     def signing(self) -> bool:
         """Whether the images are signed (and attested)."""
@@ -198,15 +199,11 @@ def _would_tag(place: Placement, tag: str) -> str:
     return f"would tag {place.where(tag)} -> {place.image.digest}"
 
 
-def _client(job: Job, place: Placement) -> Registry:
-    return job.clients.client(place.hub.host)
-
-
 def _has(job: Job, place: Placement, reference: str, digest: str = "") -> Callable[[], bool]:
     """Whether `place`'s repository holds `reference` (naming `digest` when given)."""
 
     def present() -> bool:
-        found = _client(job, place).manifest_exists(place.repo, reference)
+        found = job.client(place).manifest_exists(place.repo, reference)
         return found is not None and (not digest or found == digest)
 
     return present
@@ -217,7 +214,7 @@ def _has_attached(job: Job, place: Placement, suffix: str) -> Callable[[], bool]
 
     def present() -> bool:
         tag = attached_tag(place.image.digest, suffix)
-        return _client(job, place).manifest_exists(place.repo, tag) is not None
+        return job.client(place).manifest_exists(place.repo, tag) is not None
 
     return present
 
@@ -244,7 +241,7 @@ def _tag_key(place: Placement, tag: str) -> str:
 
 def _push_image(job: Job, place: Placement) -> None:
     image, tag = place.image, place.image.tags[0]
-    found = _client(job, place).manifest_exists(place.repo, tag)
+    found = job.client(place).manifest_exists(place.repo, tag)
     if found not in (None, image.digest) and not job.clobber:
         raise job.error(
             f"{place.where(tag)} already exists with {found}, not the staged "
@@ -269,7 +266,7 @@ def images(job: Job) -> Iterator[Step]:
 def _attach(job: Job, place: Placement, sbom: ImageSbom) -> None:
     try:
         pushed = push_attachment(
-            _client(job, place),
+            job.client(place),
             place.repo,
             sbom.tag,
             job.attachments[sbom.digest],
@@ -303,7 +300,7 @@ def _sign(job: Job, place: Placement) -> None:
     from shipyard.release.signing import push_signature
 
     assert job.key is not None
-    client, digest = _client(job, place), place.image.digest
+    client, digest = job.client(place), place.image.digest
     job.counts.signatures_pushed += push_signature(
         client, place.repo, digest, job.key, on_step=job.on_step
     ).pushed
@@ -312,7 +309,7 @@ def _sign(job: Job, place: Placement) -> None:
 def _attest(job: Job, place: Placement, envelope: bytes) -> None:
     from shipyard.release.provenance import push_attestation
 
-    client, digest = _client(job, place), place.image.digest
+    client, digest = job.client(place), place.image.digest
     job.counts.attestations_pushed += push_attestation(
         client, place.repo, digest, envelope, on_step=job.on_step
     ).pushed
@@ -385,7 +382,7 @@ def wheels(job: Job) -> Iterator[Step]:
 
 
 def _move(job: Job, place: Placement, tag: str) -> None:
-    client, digest = _client(job, place), place.image.digest
+    client, digest = job.client(place), place.image.digest
     if client.manifest_exists(place.repo, tag) == digest:
         job.on_step(f"have tag {place.where(tag)}")
         return
@@ -438,87 +435,3 @@ def publish_all(job: Job, runner: Runner) -> None:
 def step_keys(job: Job) -> list[str]:
     """The journal keys of every step, in order (nothing runs)."""
     return [step.key for publisher in PUBLISHERS for step in publisher(job)]
-
-
-def staged_attachments(
-    folder: Path, release: StagedRelease, error: Callable[[str], ShipyardError]
-) -> dict[str, Attachment]:
-    """Every SBOM attachment of the release's images, rebuilt from the staged documents
-    and checked against the digest release.json gives it; `error(message)` is raised
-    when one differs (a document changed since it was staged) or is missing."""
-    platforms = {f.path: f.platform for f in release.files("sbom")}
-    made: dict[str, Attachment] = {}
-    for image in release.images:
-        for sbom in image.sboms:
-            documents = []
-            for rel in sbom.documents:
-                path = folder / rel
-                try:
-                    data = path.read_bytes()
-                except OSError:
-                    raise error(
-                        f"{path} is missing from the staged release; stage it again"
-                    ) from None
-                documents.append((Path(rel).name, platforms.get(rel, ""), data))
-            found = attachment(documents)
-            if found.digest != sbom.digest:
-                raise error(
-                    f"{folder / 'release.json'}: the SBOMs of {image.binary} make the "
-                    f"attachment {found.digest}, not the staged {sbom.digest} (a document "
-                    "changed since it was staged); nothing was sent. Stage the release again"
-                )
-            made[sbom.digest] = found
-    return made
-
-
-def _verify_signed(job: Job, place: Placement) -> None:
-    from shipyard.release.keys import VerifyError
-    from shipyard.release.provenance import verify_image_attestation
-    from shipyard.release.signing import verify_image_signature
-
-    assert job.key is not None
-    client, digest = _client(job, place), place.image.digest
-    try:
-        verify_image_signature(client, place.repo, digest, job.key.public)
-        if (
-            job.envelopes
-            and verify_image_attestation(client, place.repo, digest, job.key.public) is None
-        ):
-            raise VerifyError(f"{place.where()}@{digest} has no attestation (.att)")
-    except VerifyError as exc:
-        raise job.error(f"{exc}{job.hint}") from None
-    job.on_step(f"verified the signature of {place.where()}@{digest}")
-
-
-def _verify_place(job: Job, place: Placement) -> None:
-    client, image = _client(job, place), place.image
-    for tag in image.tags:
-        found = client.manifest_exists(place.repo, tag)
-        if found != image.digest:
-            raise job.error(f"{place.where(tag)} is {found}, release.json says {image.digest}")
-    for child in image.manifests:
-        if client.manifest_exists(place.repo, child.digest) != child.digest:
-            raise job.error(f"{place.where()}@{child.digest} is missing")
-    for sbom in image.sboms:
-        found = client.manifest_exists(place.repo, sbom.tag)
-        if found != sbom.digest:
-            raise job.error(
-                f"{place.where(sbom.tag)} is {found}, release.json says {sbom.digest}{job.hint}"
-            )
-    if job.key is not None:
-        _verify_signed(job, place)
-    job.on_step(f"verified {place.where()} {', '.join(image.tags)}")
-
-
-def verify_published(job: Job) -> None:
-    """Every tag at every hub names release.json's digest, every platform manifest and
-    SBOM attachment is there, with a key every signature (and attestation) verifies,
-    and the index serves every wheel's sha256: whatever was done, checked at the
-    registry and the index. `job.error` names the first mismatch."""
-    for place in job.places:
-        _verify_place(job, place)
-    for wheel in job.release.wheels:
-        found = job.index.sha256(wheel.name) if job.index is not None else None
-        if found != wheel.sha256:
-            raise job.error(f"the index serves {wheel.name} as {found}, expected {wheel.sha256}")
-        job.on_step(f"verified wheel {wheel.name}")

@@ -53,16 +53,10 @@ from packaging.utils import canonicalize_name
 
 from shipyard.artifacts import Artifact, Distribution
 from shipyard.errors import BuildError
-from shipyard.oci.mediatypes import CYCLONEDX_JSON
-from shipyard.oci.remote.attach import Attachment
-from shipyard.oci.remote.attach import attachment as make_attachment
 
 __all__ = [
     "FIRST_PARTY",
-    "PLATFORM_NOTE",
-    "Attachment",
     "BaseImage",
-    "attachment",
     "contents_sbom",
     "installed_dependencies",
     "resolve_requirements",
@@ -73,8 +67,6 @@ __all__ = [
 # The property that marks a component as one of the repository's own wheels.
 FIRST_PARTY = "shipyard:first-party"
 # Layer annotations of an attached SBOM: its file name and the platform it describes.
-_TITLE = "org.opencontainers.image.title"
-PLATFORM_NOTE = "dev.shipyard.sbom.platform"
 
 
 def wheel_requirements(wheel: Path) -> list[Requirement]:
@@ -301,23 +293,3 @@ def contents_sbom(
         bom.components.add(part)
     bom.register_dependency(root, parts)
     return str(JsonV1Dot6(bom).output_as_string(indent=2)) + "\n"
-
-
-def attachment(documents: Sequence[tuple[str, str, bytes]]) -> Attachment:
-    """The manifest whose layers are `documents` ((file name, platform, bytes)), each
-    typed `CYCLONEDX_JSON` (CycloneDX JSON), as `cosign attach sbom` writes one.
-    Deterministic: the same documents give the same digest."""
-    blobs: dict[str, bytes] = {}
-    layers = []
-    for filename, platform, data in documents:
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        blobs[digest] = data
-        layers.append(
-            {
-                "mediaType": CYCLONEDX_JSON,
-                "size": len(data),
-                "digest": digest,
-                "annotations": {_TITLE: filename, PLATFORM_NOTE: platform},
-            }
-        )
-    return make_attachment(layers, blobs)

@@ -115,6 +115,12 @@ class StagedFile:
     image: str | None = None
     variant: str = ""
 
+    @classmethod
+    def read(cls, folder: Path, rel: str, kind: FileKind, **fields: str | None) -> StagedFile:
+        """The file `folder/rel` as an artifact of `kind`: its sha256 and size read now."""
+        path = folder / rel
+        return cls(kind, rel, sha256_file(path), path.stat().st_size, **fields)  # type: ignore[arg-type]
+
     @property
     def name(self) -> str:
         """The file's own name (a wheel's file name, say)."""

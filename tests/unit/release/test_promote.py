@@ -24,6 +24,7 @@ from shipyard.cli.tasks import ns
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import Manifest, load_manifest
 from shipyard.oci.remote.attach import attached_tag
+from shipyard.release.attachments import PLATFORM_NOTE, attachment
 from shipyard.release.keys import generate_keypair, load_signing_key, sign_sums
 from shipyard.release.promote import (
     PromoteOptions,
@@ -38,7 +39,6 @@ from shipyard.release.provenance import (
     expected_subjects,
     write_provenance,
 )
-from shipyard.release.sbom import PLATFORM_NOTE, attachment
 from shipyard.release.staged import parse_release
 from tests.unit.cli.test_tasks import shipyard_argv
 

@@ -20,14 +20,9 @@ from shipyard.artifacts import Distribution, Installed, Metadata
 from shipyard.builders.resolve import _license, resolve
 from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_CONFIG, OCI_MANIFEST
 from shipyard.oci.remote.attach import attached_tag
+from shipyard.release.attachments import PLATFORM_NOTE, attachment
 from shipyard.release.publish import publish_steps
-from shipyard.release.sbom import (
-    FIRST_PARTY,
-    PLATFORM_NOTE,
-    BaseImage,
-    attachment,
-    contents_sbom,
-)
+from shipyard.release.sbom import FIRST_PARTY, BaseImage, contents_sbom
 from shipyard.release.staged import parse_release
 from tests.unit.builders.test_resolve import offline_env
 
