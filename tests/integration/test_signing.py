@@ -362,7 +362,7 @@ def test_a_signed_release_verifies_with_openssl_and_the_dsse_library(
     staged = json.loads((folder / "release.json").read_bytes())
     kinds = {a["kind"] for a in staged["artifacts"]}
     assert {"wheel", "zipapp", "sbom"} <= kinds
-    assert statement["subject"] == expected_subjects(parse_release(staged))
+    assert statement["subject"] == [s.to_json() for s in expected_subjects(parse_release(staged))]
     assert len(statement["subject"]) == len(staged["artifacts"])
     done = _shipyard(keys, "verify", str(folder), "--key", str(keys.public_path))
     assert done.returncode == 0, done.stderr

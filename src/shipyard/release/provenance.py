@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ __all__ = [
     "PROVENANCE_FILE",
     "SLSA_PREDICATE",
     "STATEMENT_TYPE",
+    "Subject",
     "dsse_pae",
     "expected_subjects",
     "lock_file",
@@ -77,18 +79,31 @@ def _digest(data: bytes) -> dict[str, str]:
     return {"sha256": hashlib.sha256(data).hexdigest()}
 
 
-def expected_subjects(staged: StagedRelease) -> list[dict[str, Any]]:
+@dataclass(frozen=True, order=True)
+class Subject:
+    """An in-toto subject: what the provenance vouches for, by name and digest."""
+
+    name: str
+    algorithm: str
+    hexdigest: str
+
+    def to_json(self) -> dict[str, object]:
+        """The subject as an in-toto Statement holds it."""
+        return {"name": self.name, "digest": {self.algorithm: self.hexdigest}}
+
+
+def expected_subjects(staged: StagedRelease) -> list[Subject]:
     """The subjects release.json calls for: each file artifact by path and sha256, each
     image as `<first hub>/<binary>:<first tag>` (or its path) by its index digest."""
-    subjects: list[dict[str, Any]] = []
+    subjects: list[Subject] = []
     for art in staged.listed():
         if isinstance(art, StagedImage):
             algorithm, _, hexpart = art.digest.partition(":")
             name = f"{art.hubs[0]}/{art.binary}" if art.hubs and art.binary else art.path
             name += f":{art.tags[0]}" if art.tags and art.hubs else ""
-            subjects.append({"name": name, "digest": {algorithm: hexpart}})
+            subjects.append(Subject(name, algorithm, hexpart))
         else:
-            subjects.append({"name": art.path, "digest": {"sha256": art.sha256}})
+            subjects.append(Subject(art.path, "sha256", art.sha256))
     return subjects
 
 
@@ -140,7 +155,7 @@ def provenance_statement(
         metadata["finishedOn"] = finished
     return {
         "_type": STATEMENT_TYPE,
-        "subject": expected_subjects(staged),
+        "subject": [subject.to_json() for subject in expected_subjects(staged)],
         "predicateType": SLSA_PREDICATE,
         "predicate": {
             "buildDefinition": {

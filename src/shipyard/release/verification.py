@@ -308,7 +308,7 @@ def _check_provenance(
     lines = tuple(line for line in docs.bytes(PROVENANCE_FILE).splitlines() if line.strip())
     if not lines:
         raise VerifyError(f"{path} is empty")
-    want = subject_set(expected_subjects(staged))
+    want = {(s.name, s.algorithm, s.hexdigest) for s in expected_subjects(staged)}
     for number, line in enumerate(lines, 1):
         where = f"{path}:{number}"
         envelope = _load_json(line, path)

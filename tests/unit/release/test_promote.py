@@ -366,7 +366,9 @@ def sign_release(root: Path, name: str = "cosign") -> Path:
     )
     statement = {
         "_type": STATEMENT_TYPE,
-        "subject": expected_subjects(parse_release(staged)) if staged else [],
+        "subject": [s.to_json() for s in expected_subjects(parse_release(staged))]
+        if staged
+        else [],
         "predicateType": SLSA_PREDICATE,
         "predicate": {"buildDefinition": {"externalParameters": {"version": "1.0.0"}}},
     }

@@ -204,7 +204,9 @@ def test_the_provenance_statement_is_slsa_v1_with_every_subject(
     assert names["wheels/hello-1.0-py3-none-any.whl"] == {"sha256": wheel["sha256"]}
     image_hex = staged["artifacts"][2]["digest"].partition(":")[2]
     assert names["127.0.0.1:5000/mesh/hello:1.0"] == {"sha256": image_hex}
-    assert len(names) == 4 and statement["subject"] == expected_subjects(parse_release(staged))
+    assert len(names) == 4 and statement["subject"] == [
+        s.to_json() for s in expected_subjects(parse_release(staged))
+    ]
     build = statement["predicate"]["buildDefinition"]
     assert build["buildType"] == BUILD_TYPE
     assert build["externalParameters"]["version"] == "1.0"
@@ -289,7 +291,7 @@ def test_verify_fails_on_a_tampered_provenance_payload_or_other_subjects(
     with pytest.raises(VerifyError, match="subjects differ: it names wheels/hello"):
         verify_release(folder, public)
     # An image digest missing from the provenance.
-    statement["subject"] = expected_subjects(parse_release(staged))[:2]
+    statement["subject"] = [s.to_json() for s in expected_subjects(parse_release(staged))][:2]
     restage(sign_envelope(json.dumps(statement).encode(), key))
     with pytest.raises(VerifyError, match=r"lacks 127.0.0.1:5000/mesh/hello:1.0"):
         verify_release(folder, public)
