@@ -202,11 +202,6 @@ class StagedImage:
         """Every SBOM attachment: the index's, then each platform's."""
         return (self.sbom, *self.platform_sboms) if self.sbom else ()
 
-    @property
-    def layout(self) -> str:
-        """The layout folder (`path`)."""
-        return self.path
-
     def to_json(self) -> dict[str, object]:
         """The release.json entry, keys in the order staging has always written them."""
         out: dict[str, object] = {
