@@ -17,7 +17,7 @@ from shipyard.errors import ShipyardError
 from shipyard.oci.mediatypes import CYCLONEDX_JSON
 from shipyard.oci.remote.attach import Attachment
 from shipyard.oci.remote.attach import attachment as make_attachment
-from shipyard.release.staged import RELEASE_JSON, StagedRelease
+from shipyard.release.staged import RELEASE_JSON, StagedRelease, inside
 
 __all__ = ["PLATFORM_NOTE", "attachment", "staged_attachments"]
 
@@ -57,7 +57,7 @@ def staged_attachments(
         for sbom in image.sboms:
             documents = []
             for rel in sbom.documents:
-                path = folder / rel
+                path = inside(folder, rel)
                 try:
                     data = path.read_bytes()
                 except OSError:

@@ -90,7 +90,14 @@ from shipyard.release.publishers import (
     publish_all,
 )
 from shipyard.release.rails import check_protected, refused_hubs
-from shipyard.release.staged import RELEASE_JSON, SUMS, SUMS_SIG, StagedFile, StagedRelease
+from shipyard.release.staged import (
+    RELEASE_JSON,
+    SUMS,
+    SUMS_SIG,
+    StagedFile,
+    StagedRelease,
+    inside,
+)
 from shipyard.release.verification import VerifiedRelease, check_release
 
 __all__ = [
@@ -197,7 +204,7 @@ def _read_staged(folder: Path, version: str, key: SigningKey | None) -> Verified
 def _wheels(folder: Path, staged: StagedRelease) -> tuple[StagedFile, ...]:
     """The staged wheels, each checked against release.json."""
     for wheel in staged.wheels:
-        path = folder / wheel.path
+        path = inside(folder, wheel.path)
         if not path.is_file():
             raise UsageError(f"{path} is missing from the staged release; stage it again")
         found = sha256_file(path)
@@ -256,7 +263,7 @@ def _image_copies(
         final = binaries.setdefault(image.binary, _final_binary(final, hubs))
         movable = variant_tags(final.image.movable_tags, image.variant)
         sboms = tuple(SbomAttachment(s.tag, attachments[s.digest]) for s in image.sboms)
-        layout = folder / image.path
+        layout = inside(folder, image.path)
         copies += [ImageCopy(image, source, hub, movable, layout, sboms) for hub in hubs]
     return copies, binaries
 

@@ -41,7 +41,7 @@ with the same digest is success; with another digest, an error.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard._fs import sha256_file
@@ -61,7 +61,14 @@ from shipyard.release.publishers import (
     publish_all,
     step_keys,
 )
-from shipyard.release.staged import JOURNAL, RELEASE_JSON, SUMS_SIG, StagedImage, StagedRelease
+from shipyard.release.staged import (
+    JOURNAL,
+    RELEASE_JSON,
+    SUMS_SIG,
+    StagedImage,
+    StagedRelease,
+    inside,
+)
 
 if TYPE_CHECKING:  # the check (and the provenance and crypto it reads) loads when publishing
     from shipyard.release.verification import VerifiedRelease
@@ -91,17 +98,6 @@ _JOURNAL_HINT = (
 )
 
 
-def _staged_path(folder: Path, rel: str) -> Path:
-    """`folder/rel` for a relative path release.json names; never outside `folder`."""
-    parts = PurePosixPath(rel).parts
-    if not parts or rel.startswith("/") or ".." in parts:
-        raise UsageError(
-            f"{folder / RELEASE_JSON} names the path {rel!r}, outside {folder}; "
-            "pass --clean to stage the release again"
-        )
-    return folder.joinpath(*parts)
-
-
 def _changed(path: Path, found: str, expected: str) -> UsageError:
     return UsageError(
         f"{path} changed since it was staged: its digest is {found}, release.json says "
@@ -110,7 +106,7 @@ def _changed(path: Path, found: str, expected: str) -> UsageError:
 
 
 def _check_image(folder: Path, art: StagedImage) -> LayoutImage:
-    layout = _staged_path(folder, art.path)
+    layout = inside(folder, art.path)
     try:
         image = read_layout_image(layout)
     except UsageError as exc:
@@ -150,7 +146,7 @@ def check_staged(folder: Path, staged: StagedRelease) -> dict[str, LayoutImage]:
     for art in staged.listed():
         if isinstance(art, StagedImage):
             continue
-        path = _staged_path(folder, art.path)
+        path = inside(folder, art.path)
         if not path.is_file():
             raise UsageError(
                 f"{path} is missing from the staged release; pass --clean to stage it again"

@@ -32,7 +32,7 @@ from shipyard.oci.remote.registry import Registry
 from shipyard.release.index import PackageIndex
 from shipyard.release.journal import Journal
 from shipyard.release.rails import check_tag_move
-from shipyard.release.staged import ImageSbom, StagedFile, StagedImage, StagedRelease
+from shipyard.release.staged import ImageSbom, StagedFile, StagedImage, StagedRelease, inside
 
 if TYPE_CHECKING:
     from shipyard.release.keys import SigningKey
@@ -353,7 +353,7 @@ def _upload(job: Job, wheel: StagedFile) -> None:
             f"{wheel.sha256}; an index never replaces a file: release a new version"
         )
     else:
-        index.upload(job.folder / wheel.path, wheel.sha256)
+        index.upload(inside(job.folder, wheel.path), wheel.sha256)
         job.counts.wheels_uploaded += 1
         job.on_step(f"uploaded wheel {name} to {index.url}")
 

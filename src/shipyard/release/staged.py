@@ -49,6 +49,7 @@ __all__ = [
     "StagedImage",
     "StagedRelease",
     "covering",
+    "inside",
     "loads",
     "parse_release",
     "staged_path",
@@ -89,6 +90,18 @@ def staged_path(kind: str, name: str) -> str:
     `sbom/<name>.cdx.json` (a binary, a zipapp or an image platform: see release.sbom)."""
     suffix = ".cdx.json" if kind == "sbom" else ""
     return f"{_FOLDERS[kind]}/{name}{suffix}"
+
+
+def inside(folder: Path, rel: str) -> Path:
+    """`folder/rel` for a path release.json names; StagedError unless it stays inside
+    (relative, no `..`, no empty part), before anything is read there."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+        raise StagedError(
+            f"{folder / RELEASE_JSON} names the path {rel!r}, outside {folder}; "
+            "pass --clean to stage the release again"
+        )
+    return folder.joinpath(*parts)
 
 
 class StagedError(UsageError):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.release.attachments import staged_attachments
 from shipyard.release.staged import (
     CHECKSUMS,
     RELEASE_JSON,
@@ -17,6 +18,7 @@ from shipyard.release.staged import (
     StagedFile,
     StagedImage,
     covering,
+    inside,
     loads,
     parse_release,
     staged_path,
@@ -199,3 +201,25 @@ def test_no_release_module_passes_release_json_as_a_dict() -> None:
     assert found == []
     assert StagedImage.__dataclass_fields__["kind"].default == "image"
     assert RELEASE_JSON == "release.json"
+
+
+@pytest.mark.parametrize("rel", ["../secret", "/etc/passwd", "sbom/../../x", "", "a//b"])
+def test_a_path_release_json_names_outside_its_folder_is_refused(tmp_path: Path, rel: str) -> None:
+    with pytest.raises(StagedError, match="outside") as caught:
+        inside(tmp_path / "release", rel)
+    assert caught.value.exit_code == 2
+
+
+def test_sbom_documents_outside_the_folder_are_never_read(tmp_path: Path) -> None:
+    """An SBOM attachment's documents come from release.json, which a folder's writer
+    controls when it is unsigned: a document outside the folder is refused unread."""
+    secret = tmp_path / "secret"
+    secret.write_text("not for a registry\n")
+    data = release_json()
+    image = data["artifacts"][3]  # type: ignore[index]
+    image["sbom"]["documents"] = ["../secret"]
+    staged = parse_release(data)
+    folder = tmp_path / "release"
+    folder.mkdir()
+    with pytest.raises(StagedError, match=r"names the path '\.\./secret', outside"):
+        staged_attachments(folder, staged, StagedError)
