@@ -19,6 +19,7 @@ from shipyard.errors import ShipyardError, UsageError
 from shipyard.manifest import find_manifest, load_manifest
 
 if TYPE_CHECKING:
+    from shipyard.engine.build import BuildRequest
     from shipyard.engine.scheduler import Result
     from shipyard.manifest import Manifest
 
@@ -128,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     release.add_argument("--clean", action="store_true", help="replace dist/release/<version>")
     release.add_argument("--index-url", help="package index upload URL ($SHIPYARD_INDEX_URL)")
     release.add_argument("--cache-dir", help="action cache (default: $SHIPYARD_CACHE_DIR, XDG)")
+    release.add_argument(
+        "--cache", dest="remote", metavar="oci://HOST/REPO", help="also share a registry cache"
+    )
     release.add_argument("--force-protected", action="store_true", help=_FORCE_PROTECTED)
     release.add_argument(
         "--clobber",
@@ -278,48 +282,21 @@ def _build(args: argparse.Namespace) -> int:
         return 0
     from shipyard.builders import BUILDERS
     from shipyard.cli._console import Display
-    from shipyard.engine.plan import shard
-    from shipyard.engine.planning import action_stamps
+    from shipyard.engine.build import build
     from shipyard.engine.report import report_json
-    from shipyard.engine.run import BuildOptions, execute
-    from shipyard.stamp import read_stamp
 
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"-j {args.jobs}: give at least 1")
-    from shipyard.files.sources import GitIgnored
+    display = Display()
 
-    git = GitIgnored(manifest.root).prefetch()  # git answers while the stamp is read
-    stamp = read_stamp(
-        manifest.root,
-        manifest.project.version,
-        os.environ,
-        args.release_version,
-        tag_prefix=manifest.project.tag_prefix_for(),
-    )
-    stamps = action_stamps(plan, stamp, args.release_version, os.environ)
-    options = BuildOptions(
-        jobs=args.jobs,
-        keep_going=args.keep_going,
-        cache_dir=None if args.no_cache else default_cache_dir(args.cache_dir, os.environ),
-        force=args.force,
-        remote=args.remote,
-    )
-    if args.remote:
-        from shipyard.engine.cache.remote import parse_cache_url
+    def planned(plan: Plan) -> None:
+        display.planned(len(plan.actions))
+        for skip in plan.skips:
+            print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
 
-        parse_cache_url(args.remote)  # bad input fails before anything runs
-    if args.shard:
-        index, _, count = args.shard.partition("/")
-        if not (index.isdigit() and count.isdigit()):
-            raise UsageError(f"--shard={args.shard}: write I/N, e.g. --shard=1/2")
-        plan = shard(plan, int(index), int(count))
-    display = Display(total=len(plan.actions))
-    for skip in plan.skips:
-        print(f"skip    {skip.binary}: {skip.reason}", file=sys.stderr)
     try:
-        run = execute(plan, stamp, BUILDERS, options, on_event=display, git=git, stamps=stamps)
+        run = build(plan, _request(args), BUILDERS, on_plan=planned, on_event=display)
     finally:
         display.close()
+    plan = run.plan
     if args.json:
         print(json.dumps(report_json(plan, run.results, run.context), indent=2))
     else:
@@ -328,6 +305,22 @@ def _build(args: argparse.Namespace) -> int:
         print(f"shipyard: {result.reason}", file=sys.stderr)
     _warn_sizes(plan, run.results)
     return run.exit_code
+
+
+def _request(args: argparse.Namespace) -> BuildRequest:
+    """The engine's request for `shipyard build`'s flags."""
+    from shipyard.engine.build import BuildRequest
+
+    return BuildRequest(
+        version=args.release_version,
+        jobs=args.jobs,
+        keep_going=args.keep_going,
+        cache_dir=None if args.no_cache else default_cache_dir(args.cache_dir, os.environ),
+        force=args.force,
+        remote=args.remote,
+        shard=args.shard,
+        env=os.environ,
+    )
 
 
 def _warn_sizes(plan: Plan, results: Sequence[Result]) -> None:
@@ -427,6 +420,7 @@ def _release(args: argparse.Namespace) -> int:
         clean=args.clean,
         jobs=args.jobs,
         cache_dir=default_cache_dir(args.cache_dir, os.environ),
+        remote=args.remote,
         force_protected=args.force_protected,
         clobber=args.clobber,
         signing_key=Path(args.signing_key) if args.signing_key else None,
@@ -446,6 +440,9 @@ def _release(args: argparse.Namespace) -> int:
     )
     if _nothing_since(args, ctx.plan):
         return 0
+    from shipyard.release.building import build_request
+
+    build_request(ctx).check()  # a bad --cache or -j fails before preflight asks any hub
     release(
         ctx,
         on_result=lambda r: print(

@@ -17,8 +17,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from shipyard.artifacts import ANY, Artifact, select
+from shipyard.engine.build import BuildRequest, build
 from shipyard.engine.plan import Action
-from shipyard.engine.run import BuildOptions, execute
 from shipyard.engine.scheduler import Result
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
@@ -26,7 +26,7 @@ from shipyard.process import without_secrets
 from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
 
-__all__ = ["Build", "Validate", "artifacts", "check_wheel", "released_wheels"]
+__all__ = ["Build", "Validate", "artifacts", "build_request", "check_wheel", "released_wheels"]
 
 _RESUMING = "resuming: publishing the release staged earlier"
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "AMD64": "amd64"}
@@ -63,6 +63,18 @@ def _takes_release_version(action: Action) -> bool:
     return bool(action.binaries) and project_vcs_backend(action.source) is not None
 
 
+def build_request(ctx: ReleaseContext) -> BuildRequest:
+    """What the release asks of the build engine: the release's version, its -j, and
+    the local and registry caches, as `shipyard build` would be asked."""
+    return BuildRequest(
+        version=ctx.stamp.version,
+        jobs=ctx.options.jobs,
+        cache_dir=ctx.options.cache_dir,
+        remote=ctx.options.remote,
+        env=ctx.env,
+    )
+
+
 class Build:
     """Builds every output of the plan with the build engine (cache and all)."""
 
@@ -74,18 +86,10 @@ class Build:
 
     def run(self, ctx: ReleaseContext) -> None:
         """Build as `shipyard build --version=<the release's version>` builds: the same
-        engine entry, each action with its own stamp (its revision and clock from the
-        last commit that changed its inputs; the release's version for all). Any
-        failed action fails the stage, naming it."""
-        from shipyard.engine.planning import action_stamps
-        from shipyard.files.sources import GitIgnored
-
-        options = BuildOptions(jobs=ctx.options.jobs, cache_dir=ctx.options.cache_dir)
-        stamps = action_stamps(ctx.plan, ctx.stamp, ctx.stamp.version, ctx.env)
-        git = GitIgnored(ctx.manifest.root).prefetch()
-        ctx.build = execute(
-            ctx.plan, ctx.stamp, ctx.builders, options, env=ctx.env, git=git, stamps=stamps
-        )
+        engine entry (`build_request`), each action with its own stamp (its revision and
+        clock from the last commit that changed its inputs; the release's version for
+        all), the registry cache too. Any failed action fails the stage, naming it."""
+        ctx.build = build(ctx.plan, build_request(ctx), ctx.builders, stamp=ctx.stamp)
         if ctx.build.failed:
             first = ctx.build.failed[0]
             raise BuildError(
