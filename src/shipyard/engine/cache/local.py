@@ -72,7 +72,8 @@ from shipyard.errors import UsageError
 from shipyard.files.statcache import StatMemo
 
 if TYPE_CHECKING:  # measuring and pruning load only when a build stored something
-    from shipyard.engine.cache.usage import AutoPrune, CacheUsage, PruneResult
+    from shipyard.engine.cache.prune import PruneResult
+    from shipyard.engine.cache.usage import AutoPrune, CacheUsage
     from shipyard.oci.layer import BlobStore
 
 __all__ = [
@@ -444,7 +445,7 @@ class ActionCache:
         manifests are pruned, whose readers take a vanished file as a miss. A
         blob an entry that stays names is always kept.
         """
-        from shipyard.engine.cache.usage import prune_cache
+        from shipyard.engine.cache.prune import prune_cache
 
         with self._alone() as alone:
             return prune_cache(self.dir, max_bytes, alone=alone)
