@@ -49,8 +49,8 @@ def selection_of(args: argparse.Namespace) -> Selection:
 def plan_of(args: argparse.Namespace, manifest: Manifest) -> Plan:
     """The plan of the selection (and --since); for build and plan, a note on stderr
     about groups that leave nothing to build (a binary named that cannot be: exit 2)."""
-    from shipyard.engine.plan import unbuildable
     from shipyard.engine.planning import plan_for
+    from shipyard.engine.selecting import unbuildable
 
     selection = selection_of(args)
     since = getattr(args, "since", None)

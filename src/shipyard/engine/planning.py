@@ -211,7 +211,7 @@ def action_stamps(
     the projects are in lockstep). A version given (--version, $VERSION or a literal
     project.version) stays one version for all. By action id."""
     from shipyard.dist import dist_dir, stamps_file
-    from shipyard.engine.plan import version_inputs
+    from shipyard.engine.inputs import version_inputs
     from shipyard.stamp import choose_version, input_stamps
 
     manifest = plan.manifest

@@ -14,7 +14,8 @@ import pytest
 from shipyard.artifacts import Artifact, Distribution, Metadata
 from shipyard.builders.kinds import own_wheels
 from shipyard.builders.locks import lock_inputs
-from shipyard.engine.plan import Selection, make_plan, version_inputs
+from shipyard.engine.inputs import version_inputs
+from shipyard.engine.plan import Selection, make_plan
 from shipyard.engine.scheduler import BuildContext
 from shipyard.errors import ShipyardError
 from shipyard.manifest import load_manifest
