@@ -25,8 +25,8 @@ from shipyard.engine.cache.local import ActionCache
 from shipyard.engine.cache.restore import Declared, RefusedEntry, checked_path, declared_outputs
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 from tests.reliability import record
 
@@ -103,7 +103,7 @@ def _scene(tmp_path: Path) -> Scene:
     action = Action("wheel:x", "wheel", ("x",), repo)
     cache = ActionCache(tmp_path / "cache")
     builder = Honest()
-    Wrapped(builder, cache).run(action, ctx, ())  # the honest entry and blob
+    wrapped(builder, cache).run(action, ctx, ())  # the honest entry and blob
     (ctx.dist / "wheels" / "x.whl").unlink()  # a clean checkout: the restore must write
     return Scene(tmp_path, repo, cache, outside, ctx, action, builder)
 
@@ -196,7 +196,7 @@ def _attempt(tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> lis
     before = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="shipyard"):
-        outcome = Wrapped(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
+        outcome = wrapped(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
     problems: list[str] = []
     after = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
