@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard.engine.plan import Plan, shard
-from shipyard.engine.planning import action_stamps
 from shipyard.engine.run import BuildOptions, BuildRun, execute
 from shipyard.engine.scheduler import Builder, Event
+from shipyard.engine.stamps import action_stamps
 from shipyard.errors import UsageError
 from shipyard.files.sources import GitIgnored
 from shipyard.stamp import Stamp, read_stamp

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard.manifest import Manifest
-from shipyard.stamp import Inputs
 
 if TYPE_CHECKING:
     from shipyard.engine.plan import Action, Plan
     from shipyard.workspace import Workspace
 
-__all__ = ["SourceFolders", "relative", "version_inputs"]
+__all__ = ["Inputs", "SourceFolders", "relative", "version_inputs"]
 
 
 def relative(path: Path, root: Path) -> str | None:
@@ -89,6 +90,32 @@ class SourceFolders:
             if folder in self.binaries or folder in self.projects:
                 return folder
         return None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The folders (repository-relative, POSIX) whose last commit versions a group of
+    actions, and the folders inside them that belong to others."""
+
+    include: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+    tag_prefix: str = ""  # the tags that version them (`project.tag_prefix`, filled in)
+
+    def pathspec(self) -> list[str]:
+        """git pathspecs: the folders, minus the excluded ones."""
+        return [*(p or "." for p in self.include), *(f":(exclude){p}" for p in self.exclude)]
+
+    def pathspec_key(self) -> str:
+        """These inputs as one string (a memo's key)."""
+        return json.dumps([self.include, self.exclude])
+
+    def holds(self, path: str) -> bool:
+        """Whether the repository-relative `path` is one of these inputs."""
+
+        def inside(folder: str) -> bool:
+            return not folder or path == folder or path.startswith(folder + "/")
+
+        return any(inside(f) for f in self.include) and not any(inside(f) for f in self.exclude)
 
 
 def _folders(plan: Plan, action: Action) -> Sequence[Path]:

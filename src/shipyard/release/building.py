@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.metadata import InvalidMetadata, Metadata
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -25,6 +26,9 @@ from shipyard.oci.model import Platform
 from shipyard.process import without_secrets
 from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 __all__ = ["Build", "Validate", "artifacts", "build_request", "check_wheel", "released_wheels"]
 
@@ -166,7 +170,7 @@ def _smoke_images(ctx: ReleaseContext) -> None:
     if not wanted:
         return
     import docker
-    from docker.errors import ContainerError, DockerException
+    from docker.errors import DockerException
 
     try:
         client = docker.from_env(environment=dict(ctx.env))
@@ -177,42 +181,44 @@ def _smoke_images(ctx: ReleaseContext) -> None:
         return
     try:
         for name, artifact in wanted:
-            smoke = list(ctx.binary(name).smoke)
-            what = f"image smoke {name} ({artifact.path.name})"
-            image = None
-            try:
-                with artifact.path.open("rb") as handle:
-                    (image, *_) = client.images.load(handle)
-                output = client.containers.run(
-                    image,
-                    smoke,
-                    network_mode="none",
-                    platform=host,
-                    remove=True,
-                    stdout=True,
-                    stderr=True,
-                )
-            except ContainerError as exc:
-                raw: object = exc.stderr or b""
-                text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-                loaded = str(image.id) if image is not None else artifact.path.name
-                raise BuildError(
-                    what,
-                    f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",
-                    command=["docker", "run", "--network", "none", loaded, *smoke],
-                ) from None
-            except DockerException as exc:
-                raise BuildError(what, f"Docker failed: {exc}") from None
-            finally:
-                # The engine keeps nothing of a smoke run: the tags the tarball loaded
-                # go (and the image with its last tag), an image also tagged otherwise stays.
-                for tag in image.tags if image is not None else ():
-                    with contextlib.suppress(DockerException):
-                        client.images.remove(tag)
-            said = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-            ctx.on_step(f"{what} on {host}: {said.strip()[:200]}")
+            said = _smoke_image(client, artifact, list(ctx.binary(name).smoke), host)
+            ctx.on_step(f"image smoke {name} ({artifact.path.name}) on {host}: {said}")
     finally:
         client.close()
+
+
+def _smoke_image(client: DockerClient, artifact: Artifact, smoke: list[str], host: str) -> str:
+    """Load `artifact`'s `docker load` tarball, run `smoke` in it with no network and
+    remove what was loaded; the start of what it printed. BuildError when it fails."""
+    from docker.errors import ContainerError, DockerException
+
+    what = f"image smoke {artifact.binary} ({artifact.path.name})"
+    image = None
+    try:
+        with artifact.path.open("rb") as handle:
+            (image, *_) = client.images.load(handle)
+        output = client.containers.run(
+            image, smoke, network_mode="none", platform=host, remove=True, stdout=True, stderr=True
+        )
+    except ContainerError as exc:
+        raw: object = exc.stderr or b""
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        loaded = str(image.id) if image is not None else artifact.path.name
+        raise BuildError(
+            what,
+            f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",
+            command=["docker", "run", "--network", "none", loaded, *smoke],
+        ) from None
+    except DockerException as exc:
+        raise BuildError(what, f"Docker failed: {exc}") from None
+    finally:
+        # The engine keeps nothing of a smoke run: the tags the tarball loaded
+        # go (and the image with its last tag), an image also tagged otherwise stays.
+        for tag in image.tags if image is not None else ():
+            with contextlib.suppress(DockerException):
+                client.images.remove(tag)
+    said = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+    return said.strip()[:200]
 
 
 def _check_sizes(ctx: ReleaseContext) -> None:
