@@ -20,7 +20,7 @@ from typing import Protocol
 
 from shipyard.artifacts import Artifact
 from shipyard.dist import action_log
-from shipyard.engine.cache.restore import Declared, declared_outputs
+from shipyard.engine.cache.checks import Declared, declared_outputs
 from shipyard.engine.context import BuildContext, Builder, Outcome
 from shipyard.engine.keys import ActionKey
 from shipyard.engine.plan import Action

@@ -26,18 +26,17 @@ from pathlib import Path
 from shipyard import _json
 from shipyard._fs import TEMP_PREFIX
 from shipyard.artifacts import Artifact
-from shipyard.engine.cache.restore import (
+from shipyard.engine.cache.checks import (
     Declared,
-    PlacedFile,
     RefusedEntry,
     checked_description,
     checked_mode,
     checked_path,
     checked_sha256,
     checked_size,
-    place_files,
     stored_mode,
 )
+from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
 from shipyard.oci import mediatypes

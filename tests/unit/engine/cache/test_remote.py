@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from shipyard.artifacts import Artifact
+from shipyard.engine.cache.checks import Declared
 from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache, _layers
-from shipyard.engine.cache.restore import Declared
 from shipyard.oci.model import Descriptor, artifact_manifest_json
 
 

@@ -26,16 +26,15 @@ from pathlib import Path
 import pytest
 
 from shipyard._fs import sha256_file
-from shipyard.engine.cache.local import ActionCache
-from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache
-from shipyard.engine.cache.restore import (
+from shipyard.engine.cache.checks import (
     Declared,
-    PlacedFile,
     RefusedEntry,
     checked_description,
     checked_path,
-    place_files,
 )
+from shipyard.engine.cache.local import ActionCache
+from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache
+from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped

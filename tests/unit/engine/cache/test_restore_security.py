@@ -22,7 +22,6 @@ import pytest
 
 from shipyard._fs import sha256_file
 from shipyard.engine.cache.local import ActionCache
-from shipyard.engine.cache.restore import Declared, RefusedEntry, checked_path, declared_outputs
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
@@ -257,19 +256,6 @@ def test_restore_replaces_a_link_at_the_output_itself_without_following_it(
     assert restored is not None
     assert not target.is_symlink() and target.read_bytes() == GOOD
     assert (scene.outside / "secret").read_bytes() == b"a secret outside the cache\n"
-
-
-def test_declared_outputs_by_kind(tmp_path: Path) -> None:
-    ctx = BuildContext(tmp_path, tmp_path / "dist", Stamp("1", None, False, 0), "3.11", {})
-    image = declared_outputs(Action("image:app", "image", ("app",), tmp_path), ctx)
-    assert image.allows(("dist", "images", "app", "blobs", "sha256", "ab"))
-    assert image.allows(("dist", "images", "app-1.0-linux_amd64.tar"))
-    assert not image.allows(("dist", "images", "other", "index.json"))
-    zipapp = declared_outputs(Action("zipapp:app", "zipapp", ("app",), tmp_path), ctx)
-    assert zipapp.allows(("dist", "zipapps", "app-1.0.pyz"))
-    assert not zipapp.allows(("dist", "zipapps", "sub", "app-1.0.pyz"))
-    with pytest.raises(RefusedEntry):
-        checked_path("dist/wheels/x.whl\0", Declared.dist())
 
 
 @pytest.mark.reliability
