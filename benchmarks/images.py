@@ -33,8 +33,8 @@ from typing import IO
 
 from shipyard.builders.image import ImageBuilder
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layer import GZIP_LEVEL
 from shipyard.oci.layout import read_layout
@@ -117,7 +117,7 @@ def _shipyard_build(app: Path, house: Path, work: Path) -> Path:
     )  # fmt: skip
     digest = hashlib.sha256(app.read_bytes()).hexdigest()
     artifact = Artifact("wheel", "", "py3-none-any", app, digest, app.stat().st_size)
-    Wrapped(ImageBuilder()).run(action, ctx, (artifact,))
+    wrapped(ImageBuilder()).run(action, ctx, (artifact,))
     return work / "dist" / "images" / "benchapp"
 
 

@@ -39,7 +39,8 @@ from _common import BenchError, Target, ensure_modules, format_table, timed
 from shipyard.builders.wheel import WheelBuilder
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.plan import Action, Selection, make_plan
-from shipyard.engine.scheduler import BuildContext, Builder, run_plan
+from shipyard.engine.run import wrapped
+from shipyard.engine.scheduler import BuildContext, run_plan
 from shipyard.manifest import load_manifest
 from shipyard.stamp import read_stamp
 
@@ -222,7 +223,7 @@ def _shipyard_build(work: Path) -> None:
         return ZipappOptions(manifest.binaries[action.binaries[0]].entrypoint)
 
     # The library, not the CLI: its action cache would turn every timed build into a hit.
-    builders: dict[str, Builder] = {"wheel": WheelBuilder(), "zipapp": ZipappBuilder(options)}
+    builders = {"wheel": wrapped(WheelBuilder()), "zipapp": wrapped(ZipappBuilder(options))}
     for result in run_plan(make_plan(manifest, Selection()), ctx, builders):
         if result.status != "built":
             raise BenchError(f"{result.action.id}: {result.status}: {result.reason}")

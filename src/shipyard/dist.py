@@ -68,7 +68,7 @@ def temp_prefix(what: str = "") -> str:
 
 
 def stamps_file(dist: Path) -> Path:
-    """Each binary's last commit, remembered for the current HEAD (`stamp.input_stamps`)."""
+    """Each binary's last commit, remembered for the current HEAD (`engine.stamps.input_stamps`)."""
     return dist / ".stamps.json"
 
 

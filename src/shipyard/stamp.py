@@ -7,7 +7,6 @@ one build sees one version and one timestamp (the basis of reproducibility).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import time
 from collections.abc import Mapping
@@ -21,14 +20,14 @@ from shipyard.errors import UsageError
 
 __all__ = [
     "ZIP_EPOCH",
-    "Inputs",
     "Stamp",
     "choose_version",
-    "input_stamps",
+    "git_outputs",
     "read_stamp",
     "tag_match",
     "tag_version",
     "version_from_describe",
+    "work_tree_changes",
 ]
 
 # Zip cannot store times before 1980; a clock before that is clamped here.
@@ -44,7 +43,7 @@ class Stamp:
     dirty: bool
     epoch: int
     # The tracked paths with changes, when this stamp was read from the work tree
-    # (`read_stamp`): `input_stamps` reuses them instead of asking git again.
+    # (`read_stamp`): `engine.stamps.input_stamps` reuses them instead of asking again.
     changed: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -58,7 +57,7 @@ class Stamp:
         return self.version.replace("+", "-")
 
 
-def _git(root: Path, *commands: tuple[str, ...], raw: bool = False) -> list[str | None]:
+def git_outputs(root: Path, *commands: tuple[str, ...], raw: bool = False) -> list[str | None]:
     """Each git command's output (None where it failed), the commands run side by side:
     every build asks, and git's start-up is most of what a no-op build waits for."""
     running = [git.start(root, *args) for args in commands]
@@ -183,7 +182,7 @@ def read_stamp(
     """
     chosen, source = choose_version(declared, env, override, snapshot=snapshot)
     from_git = chosen == "git"
-    raw = _git(
+    raw = git_outputs(
         root,
         ("log", "-1", "--format=%H %ct"),  # the commit and its time in one call
         _STATUS,  # raw: a porcelain line may start with a space
@@ -199,26 +198,10 @@ def read_stamp(
     dirty = bool(changed)  # anywhere in the repository: the version is the repository's
     if not from_git:
         version = _validate(chosen, source) if check else chosen
-    elif revision is None:
-        raise UsageError(
-            "project.version is 'git' but there is no git commit here; "
-            "commit, or set a literal version, --version or $VERSION"
-        )
     else:
-        describe, count = asked[3], int(asked[4] or "0")
-        version = version_from_describe(describe, revision[:7], count, dirty, tag_prefix)
-        if snapshot and ".dev" not in version:
-            version = _validate(f"{version}.dev0", source)
-    raw_epoch = env.get("SOURCE_DATE_EPOCH")
-    if raw_epoch:
-        if not raw_epoch.isdigit():
-            raise UsageError(
-                f"$SOURCE_DATE_EPOCH='{raw_epoch}' is not a whole number of seconds; "
-                "fix or unset it"
-            )
-        epoch = int(raw_epoch)
-    else:
-        epoch = int(head[1]) if len(head) == 2 else ZIP_EPOCH
+        described = (asked[3], int(asked[4] or "0"))
+        version = _described_version(revision, described, dirty, tag_prefix, snapshot, source)
+    epoch = _epoch(env, int(head[1]) if len(head) == 2 else ZIP_EPOCH)
     return Stamp(
         version=version,
         revision=revision,
@@ -228,30 +211,36 @@ def read_stamp(
     )
 
 
-@dataclass(frozen=True)
-class Inputs:
-    """The folders (repository-relative, POSIX) whose last commit versions a group of
-    actions, and the folders inside them that belong to others."""
+def _described_version(
+    revision: str | None,
+    described: tuple[str | None, int],
+    dirty: bool,
+    prefix: str,
+    snapshot: bool,
+    source: str,
+) -> str:
+    """`version: git`'s version: git describe's (output, commit count) of `revision`."""
+    if revision is None:
+        raise UsageError(
+            "project.version is 'git' but there is no git commit here; "
+            "commit, or set a literal version, --version or $VERSION"
+        )
+    version = version_from_describe(described[0], revision[:7], described[1], dirty, prefix)
+    if snapshot and ".dev" not in version:
+        version = _validate(f"{version}.dev0", source)
+    return version
 
-    include: tuple[str, ...]
-    exclude: tuple[str, ...] = ()
-    tag_prefix: str = ""  # the tags that version them (`project.tag_prefix`, filled in)
 
-    def pathspec(self) -> list[str]:
-        """git pathspecs: the folders, minus the excluded ones."""
-        return [*(p or "." for p in self.include), *(f":(exclude){p}" for p in self.exclude)]
-
-    def pathspec_key(self) -> str:
-        """These inputs as one string (a memo's key)."""
-        return json.dumps([self.include, self.exclude])
-
-    def holds(self, path: str) -> bool:
-        """Whether the repository-relative `path` is one of these inputs."""
-
-        def inside(folder: str) -> bool:
-            return not folder or path == folder or path.startswith(folder + "/")
-
-        return any(inside(f) for f in self.include) and not any(inside(f) for f in self.exclude)
+def _epoch(env: Mapping[str, str], committed: int) -> int:
+    """The clock: $SOURCE_DATE_EPOCH (UsageError unless whole seconds), else `committed`."""
+    raw_epoch = env.get("SOURCE_DATE_EPOCH")
+    if not raw_epoch:
+        return committed
+    if not raw_epoch.isdigit():
+        raise UsageError(
+            f"$SOURCE_DATE_EPOCH='{raw_epoch}' is not a whole number of seconds; fix or unset it"
+        )
+    return int(raw_epoch)
 
 
 _STATUS = ("status", "--porcelain", "-z", "--untracked-files=no")
@@ -287,117 +276,8 @@ def _changed_paths(done: str | None) -> list[str] | None:
     return paths
 
 
-def input_stamps(
-    root: Path,
-    build: Stamp,
-    groups: Mapping[str, Inputs],
-    env: Mapping[str, str],
-    *,
-    versioned: bool = True,
-    memo: Path | None = None,
-) -> dict[str, Stamp]:
-    """One stamp per group of inputs: each binary's from its own inputs.
-
-    A group's revision is the last commit that changed its folders and its clock
-    that commit's time (unless $SOURCE_DATE_EPOCH is set); it is dirty only when
-    its own folders are. With `versioned` (`version: git`), its version is git
-    describe's of that commit; otherwise it keeps `build`'s version. So a binary
-    whose inputs did not change keeps its stamp, its keys and its cache hits
-    across commits. A group git knows no commit for takes `build`.
-
-    With `memo` (a file), each group's last commit is remembered for the current
-    HEAD (history under one HEAD never changes), so a no-op build asks git only
-    for the working tree's changes and one `describe`.
-    """
-    if not groups or build.revision is None:
-        return {name: build for name in groups}
-    if build.changed is not None:
-        changed = list(build.changed)
-    else:
-        status, prefix = _git(root, _STATUS, _PREFIX, raw=True)
-        changed = _below(_changed_paths(status) or [], prefix)
-    names = sorted(groups)
-    known = _last_commits(memo, build.revision)
-    asked = [n for n in names if groups[n].pathspec_key() not in known]
-    logs = _git(
-        root, *(("log", "-1", "--format=%H %ct", "--", *groups[n].pathspec()) for n in asked)
-    )
-    for name, out in zip(asked, logs, strict=True):
-        fields = (out or "").split()
-        if len(fields) == 2 and fields[1].isdigit():
-            known[groups[name].pathspec_key()] = (fields[0], int(fields[1]))
-    if asked and memo is not None:
-        _save_last_commits(memo, build.revision, known)
-    last = {n: known[groups[n].pathspec_key()] for n in names if groups[n].pathspec_key() in known}
-    wanted = sorted({(groups[n].tag_prefix, last[n][0]) for n in last})
-    described = _describe(root, wanted) if versioned else dict.fromkeys(wanted, (None, 0))
-    raw_epoch = env.get("SOURCE_DATE_EPOCH")
-    stamps: dict[str, Stamp] = {}
-    for name in names:
-        if name not in last:
-            stamps[name] = build
-            continue
-        commit, when = last[name]
-        dirty = any(groups[name].holds(p) for p in changed)
-        prefix = groups[name].tag_prefix
-        describe, count = described[(prefix, commit)]
-        version = (
-            version_from_describe(describe, commit[:7], count, dirty, prefix)
-            if versioned
-            else build.version
-        )
-        epoch = int(raw_epoch) if raw_epoch and raw_epoch.isdigit() else when
-        stamps[name] = Stamp(version, commit, dirty, max(epoch, ZIP_EPOCH))
-    return stamps
-
-
-def _last_commits(memo: Path | None, head: str) -> dict[str, tuple[str, int]]:
-    """The groups' last commits remembered for `head` (none for another HEAD)."""
-    if memo is None:
-        return {}
-    try:
-        data = json.loads(memo.read_bytes())
-        if data.get("head") != head:
-            return {}
-        return {
-            str(k): (str(v[0]), int(v[1]))
-            for k, v in data["last"].items()
-            if isinstance(v, list) and len(v) == 2
-        }
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
-
-
-def _save_last_commits(memo: Path, head: str, last: Mapping[str, tuple[str, int]]) -> None:
-    from shipyard._fs import atomic_write
-
-    data = {"head": head, "last": {k: list(v) for k, v in sorted(last.items())}}
-    with contextlib.suppress(OSError):  # a memo that cannot be written costs a git run
-        atomic_write(memo, json.dumps(data).encode(), durable=False)
-
-
-def _describe(
-    root: Path, wanted: list[tuple[str, str]]
-) -> dict[tuple[str, str], tuple[str | None, int]]:
-    """git describe's output (tags with the given prefix) and the commit count of each
-    (prefix, commit); describe batched per prefix, commits no tag describes counted
-    one by one."""
-    found: dict[tuple[str, str], tuple[str | None, int]] = {}
-    for prefix in sorted({p for p, _ in wanted}):
-        commits = [c for p, c in wanted if p == prefix]
-        pattern = ("describe", "--tags", "--long", *tag_match(prefix))
-        batch = _git(root, (*pattern, *commits))[0]
-        lines = batch.splitlines() if batch is not None else []
-        if len(lines) == len(commits):
-            found.update({(prefix, c): (ln, 0) for c, ln in zip(commits, lines, strict=True)})
-            continue
-        each = _git(
-            root,
-            *((*pattern, c) for c in commits),
-            *(("rev-list", "--count", c) for c in commits),
-        )
-        count = len(commits)
-        found.update(
-            {(prefix, c): (each[i], int(each[count + i] or "0")) for i, c in enumerate(commits)}
-        )
-    return found
+def work_tree_changes(root: Path) -> list[str]:
+    """The tracked paths with changes in the work tree, relative to `root` (which may be
+    a folder below the repository's top); empty without git."""
+    status, prefix = git_outputs(root, _STATUS, _PREFIX, raw=True)
+    return _below(_changed_paths(status) or [], prefix)

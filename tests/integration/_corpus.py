@@ -21,7 +21,8 @@ from shipyard.builders.wheel import WheelBuilder
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.plan import Action, Selection, make_plan
 from shipyard.engine.planning import read_workspace
-from shipyard.engine.scheduler import BuildContext, Builder, run_plan
+from shipyard.engine.run import wrapped
+from shipyard.engine.scheduler import BuildContext, run_plan
 from shipyard.manifest import load_manifest
 from shipyard.stamp import read_stamp
 
@@ -131,7 +132,7 @@ def build_corpus(root: Path) -> dict[tuple[str, str], Path]:
         return ZipappOptions(manifest.binaries[action.binaries[0]].entrypoint)
 
     plan = make_plan(manifest, Selection(binaries=tuple(manifest.binaries)), workspace=workspace)
-    builders: dict[str, Builder] = {"wheel": WheelBuilder(), "zipapp": ZipappBuilder(options)}
+    builders = {"wheel": wrapped(WheelBuilder()), "zipapp": wrapped(ZipappBuilder(options))}
     results = run_plan(plan, ctx, builders)
     failed = [(r.action.id, r.status, r.reason) for r in results if r.status != "built"]
     assert failed == [], failed

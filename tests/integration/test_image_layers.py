@@ -21,8 +21,8 @@ import pytest
 from shipyard.builders.image import DEPS_SITE, LIBS_SITE, ImageBuilder
 from shipyard.builders.wheel import WheelBuilder
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Image, Platform
@@ -77,7 +77,7 @@ def _wheel(source: Path, dist: Path) -> Artifact:
     env = {**os.environ, **OFFLINE, "SHIPYARD_CACHE_DIR": str(dist.parent / "cache")}
     ctx = BuildContext(source.parent, dist, Stamp(VERSION, "", False, 1704067200), "3.11", env)
     action = Action(f"wheel:{source.name}", "wheel", (source.name,), source)
-    (wheel,) = Wrapped(WheelBuilder()).run(action, ctx, ()).outputs
+    (wheel,) = wrapped(WheelBuilder()).run(action, ctx, ()).outputs
     return wheel
 
 
@@ -131,7 +131,7 @@ def _image(scene: Scene, base: str, dist: Path, app: Artifact) -> tuple[Path, di
         requirements=scene.lock,
         project="acme-tool",
     )
-    Wrapped(ImageBuilder()).run(action, ctx, (scene.library, app))
+    wrapped(ImageBuilder()).run(action, ctx, (scene.library, app))
     found = read_layout(dist / "images" / BINARY, [Platform.parse(p) for p in PLATFORMS])
     return dist, {str(p): image for p, (image, _) in found.items()}
 

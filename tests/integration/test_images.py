@@ -20,8 +20,8 @@ import pytest
 from shipyard.builders.image import ImageBuilder
 from shipyard.builders.wheel import WheelBuilder
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import BuildContext, Outcome
-from shipyard.engine.wrapper import Wrapped
 from shipyard.manifest import Binary, load_manifest
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform, config_json
@@ -51,7 +51,7 @@ def _build(name: str, base: str, dist: Path, cache: Path) -> Outcome:
     ctx = BuildContext(REPO, dist, stamp, "3.11", env, workspace=workspace)
     binary = _binary(name)
     wheel_action = Action(f"wheel:{name}", "wheel", (name,), binary.source)
-    wheel = Wrapped(WheelBuilder()).run(wheel_action, ctx, ())
+    wheel = wrapped(WheelBuilder()).run(wheel_action, ctx, ())
     # The in-repo libraries the binary's project needs (meshctl: mesh-api), as the plan adds.
     project = workspace.project_at(binary.source)
     assert project is not None
@@ -62,7 +62,7 @@ def _build(name: str, base: str, dist: Path, cache: Path) -> Outcome:
     shipped = wheel.outputs + tuple(
         artifact
         for library in libraries
-        for artifact in Wrapped(WheelBuilder()).run(library, ctx, ()).outputs
+        for artifact in wrapped(WheelBuilder()).run(library, ctx, ()).outputs
     )
     action = Action(
         f"image:{name}",
@@ -75,7 +75,7 @@ def _build(name: str, base: str, dist: Path, cache: Path) -> Outcome:
         image=dataclasses.replace(binary.image, base=base),
         project=project.key,
     )
-    return Wrapped(ImageBuilder()).run(action, ctx, shipped)
+    return wrapped(ImageBuilder()).run(action, ctx, shipped)
 
 
 def _digests(outcome: Outcome, dist: Path) -> dict[str, str]:

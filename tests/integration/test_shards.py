@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.stamp import read_stamp
 from tests.integration._repo import clone, copy_worktree, shipyard
 from tests.integration.conftest import Services
 
@@ -62,3 +63,36 @@ def test_bad_cache_url_and_shard_are_usage_errors(tmp_path: Path) -> None:
     assert bad_url.returncode == 2 and "oci://HOST" in bad_url.stderr
     bad_shard = shipyard(root, "build", "--shard=3/2")
     assert bad_shard.returncode == 2 and "1 <= I <= N" in bad_shard.stderr
+
+
+def test_a_release_restores_what_a_build_put_in_the_registry_cache(
+    tmp_path: Path, services: Services
+) -> None:
+    """One build path (issue 27): a release takes --cache=oci:// as `shipyard build` does.
+    After a build on one machine fills the registry cache, a snapshot release of the same
+    commit on another machine, with an empty local cache, rebuilds nothing."""
+    origin = copy_worktree(tmp_path / "origin")
+    remote = f"--cache=oci://{services.registry}/shipyard-cache/{uuid.uuid4().hex[:12]}"
+    selection = ("--binary=echo,mesh-cni",)  # no image: nothing else to validate
+    # The version a snapshot of this commit takes: the build stamps the same one.
+    version = read_stamp(origin, "git", {}, snapshot=True).version
+    builder = clone(origin, tmp_path / "builder")
+    built = shipyard(
+        builder,
+        "build",
+        *selection,
+        f"--version={version}",
+        remote,
+        f"--cache-dir={tmp_path / 'a'}",
+    )
+    assert built.returncode == 0, built.stderr
+    assert "built" in set(_statuses(builder).values())
+    releaser = clone(origin, tmp_path / "releaser")
+    released = shipyard(
+        releaser, "release", "--snapshot", *selection, remote, f"--cache-dir={tmp_path / 'b'}"
+    )
+    assert released.returncode == 0, released.stderr
+    statuses = _statuses(releaser)
+    assert statuses and set(statuses.values()) == {"cached"}, statuses
+    assert set(statuses) == set(_statuses(builder))
+    assert _wheels(releaser) == _wheels(builder)

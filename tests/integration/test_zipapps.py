@@ -20,7 +20,8 @@ from shipyard.builders.wheel import WheelBuilder
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.plan import Action, Selection, make_plan
 from shipyard.engine.planning import read_workspace
-from shipyard.engine.scheduler import BuildContext, Builder, Result, run_plan
+from shipyard.engine.run import wrapped
+from shipyard.engine.scheduler import BuildContext, Result, run_plan
 from shipyard.manifest import Manifest, load_manifest
 from shipyard.stamp import Stamp, read_stamp
 from tests.integration._repo import clone, copy_worktree
@@ -83,7 +84,7 @@ def build(root: Path, names: tuple[str, ...]) -> Build:
         return ZipappOptions(manifest.binaries[action.binaries[0]].entrypoint)
 
     plan = make_plan(manifest, Selection(binaries=names), workspace=workspace)
-    builders: dict[str, Builder] = {"wheel": WheelBuilder(), "zipapp": ZipappBuilder(options)}
+    builders = {"wheel": wrapped(WheelBuilder()), "zipapp": wrapped(ZipappBuilder(options))}
     results = run_plan(plan, ctx, builders)
     assert [(r.action.id, r.status) for r in results if r.status != "built"] == [], [
         r.reason for r in results

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from shipyard.engine.inputs import Inputs
+from shipyard.engine.stamps import input_stamps
 from shipyard.manifest import load_manifest
-from shipyard.stamp import Inputs, input_stamps, read_stamp, tag_version
+from shipyard.stamp import read_stamp, tag_version
 from tests.unit._dynamic import git_commit
 
 

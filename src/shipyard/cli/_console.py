@@ -84,6 +84,12 @@ class Display:
                     description=f"{self.finished}/{self.total} {self.noun}",
                 )
 
+    def planned(self, total: int) -> None:
+        """Say how many actions will run, once the plan that runs is known."""
+        self.total = total
+        if self.progress and self.overall is not None:
+            self.progress.update(self.overall, total=total, description=f"0/{total} {self.noun}")
+
     def _line(self, text: str) -> None:
         if self.progress:
             self.progress.console.print(text, markup=False, highlight=False)

@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shipyard.errors import UsageError
-
 if TYPE_CHECKING:
     from shipyard.manifest import Manifest
-    from shipyard.stages import TestPlan, TestRun
+    from shipyard.stages import TestPlan, TestRun, TestSelection
 
 __all__ = ["add_parser", "print_stages", "run", "stage_rows"]
 
@@ -94,15 +92,17 @@ def print_stages(tests: TestPlan, as_json: bool = False, prefix: str = "") -> No
         print(f"{prefix}{row['id']}: {row['command']}{extra} ({row['from']}{why})")
 
 
-def run(args: argparse.Namespace, manifest: Manifest) -> int:
-    """Run `shipyard test`; the exit code (1 when a stage failed)."""
+def _tests(args: argparse.Namespace, manifest: Manifest) -> tuple[TestSelection, TestPlan]:
+    """The selection the flags make, and its test plan (cut to --shard); bad -j,
+    --shard or --cache fail here, before anything runs."""
+    from dataclasses import replace
+
+    from shipyard.engine.build import check_jobs, check_remote, parse_shard
     from shipyard.engine.cache.local import default_cache_dir
     from shipyard.engine.plan import shard
-    from shipyard.engine.run import BuildOptions
-    from shipyard.stages import TestSelection, load, run_tests
+    from shipyard.stages import TestSelection, load
 
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"-j {args.jobs}: give at least 1")
+    check_jobs(args.jobs)
     selection = TestSelection(
         stages=_split(args.stage),
         projects=_split(args.project),
@@ -110,19 +110,20 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
         since=args.since,
         args=tuple(args.args),
     )
-    cache_dir = None if args.no_cache else default_cache_dir(args.cache_dir, os.environ)
     tests = load(manifest, selection, cache_dir=default_cache_dir(args.cache_dir, os.environ))
     if args.shard:
-        index, _, count = args.shard.partition("/")
-        if not (index.isdigit() and count.isdigit()):
-            raise UsageError(f"--shard={args.shard}: write I/N, e.g. --shard=1/2")
-        from dataclasses import replace
+        tests = replace(tests, plan=shard(tests.plan, *parse_shard(args.shard)))
+    check_remote(args.remote)
+    return selection, tests
 
-        tests = replace(tests, plan=shard(tests.plan, int(index), int(count)))
-    if args.remote:
-        from shipyard.engine.cache.remote import parse_cache_url
 
-        parse_cache_url(args.remote)
+def run(args: argparse.Namespace, manifest: Manifest) -> int:
+    """Run `shipyard test`; the exit code (1 when a stage failed)."""
+    from shipyard.engine.cache.local import default_cache_dir
+    from shipyard.engine.run import BuildOptions
+    from shipyard.stages import run_tests
+
+    selection, tests = _tests(args, manifest)
     if args.dry_run:
         print_stages(tests, args.json)
         return 0
@@ -142,7 +143,7 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
     options = BuildOptions(
         jobs=args.jobs,
         keep_going=args.keep_going,
-        cache_dir=cache_dir,
+        cache_dir=None if args.no_cache else default_cache_dir(args.cache_dir, os.environ),
         force=args.force,
         remote=args.remote,
     )

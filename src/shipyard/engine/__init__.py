@@ -2,8 +2,9 @@
 
 It knows builders only through the `Builder` protocol (`context`); the builders
 of each output kind live in `shipyard.builders`. Around each builder the engine
-puts one wrapper (`wrapper.Wrapped`): the action key, computed once from the
-builder's declared inputs (`keys.ActionKey`), the cache and error translation.
+puts its layers (`wrapper`, composed by `run.wrapped`): the action key, computed
+once from the builder's declared inputs (`keys.ActionKey`), the cache and error
+translation. `build.build` is the one entry that builds a plan.
 """
 
 from shipyard.engine.keys import ActionKey
@@ -18,7 +19,7 @@ from shipyard.engine.scheduler import (
     Result,
     run_plan,
 )
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.wrapper import Runner
 
 __all__ = [
     "Action",
@@ -30,9 +31,9 @@ __all__ = [
     "Outcome",
     "Plan",
     "Result",
+    "Runner",
     "Selection",
     "Skip",
-    "Wrapped",
     "host_os",
     "make_plan",
     "read_artifacts",

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import hashlib
-import itertools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shipyard.engine.inputs import SourceFolders
+from shipyard.engine.selecting import nothing_left, selected_binaries
 from shipyard.errors import UsageError
-from shipyard.manifest import (
-    OUTPUT_KINDS,
-    PLATFORMS,
-    Binary,
-    Image,
-    Manifest,
-    Stage,
-    Zipapp,
-    did_you_mean,
-)
-from shipyard.stamp import Inputs
+from shipyard.manifest import OUTPUT_KINDS, Binary, Image, Manifest, Stage, Zipapp
 
 if TYPE_CHECKING:
     from shipyard.workspace import Workspace
@@ -37,8 +27,6 @@ __all__ = [
     "make_plan",
     "shard",
     "split_flag",
-    "unbuildable",
-    "version_inputs",
 ]
 
 
@@ -85,7 +73,7 @@ class Action:
     deps: tuple[str, ...] = ()
     # Other binaries' sources and projects inside this one (say, examples under the
     # repository root): separate projects, so their files are not this action's
-    # inputs; nor are the repository's binaries.yaml and uv.lock (see `make_plan`).
+    # inputs; nor are the repository's binaries.yaml and uv.lock (`SourceFolders`).
     nested: tuple[Path, ...] = ()
     entrypoint: str = ""  # module:function (zipapps and images)
     image: Image | None = None  # the binary's merged image settings (images)
@@ -158,49 +146,101 @@ class Plan:
         }
 
 
-def _check_choices(flag: str, values: Sequence[str], choices: Iterable[str]) -> None:
-    known = tuple(choices)
-    for value in values:
-        if value not in known:
-            hint = did_you_mean(value, known) or "choose from: " + ", ".join(known)
-            raise UsageError(f"{flag}={value}: unknown value; {hint}")
+class _Graph:
+    """The actions being planned: one wheel per distinct source, shared by every binary
+    and library built from it; a zipapp and an image per binary."""
 
+    def __init__(self, manifest: Manifest, workspace: Workspace | None) -> None:
+        self.manifest = manifest
+        self.workspace = workspace
+        self.folders = SourceFolders(manifest, workspace)
+        self.actions: dict[str, Action] = {}
+        self.wheel_of: dict[Path, str] = {}
+        self.wanted: set[str] = set()  # wheels asked for as outputs
 
-def _select(manifest: Manifest, selection: Selection) -> tuple[Binary, ...]:
-    _check_choices("--target", selection.targets, sorted(manifest.groups))
-    _check_choices("--binary", selection.binaries, sorted(manifest.binaries))
-    _check_choices("--output", selection.outputs, OUTPUT_KINDS)
-    _check_choices("--platform", selection.platforms, PLATFORMS)
-    names: list[str] = []
-    if not selection.targets and not selection.binaries:
-        names.extend(manifest.groups["all"])
-    for target in selection.targets:
-        names.extend(manifest.groups[target])
-    names.extend(selection.binaries)
-    return tuple(manifest.binaries[n] for n in dict.fromkeys(names))
+    def wheel(self, source: Path, binary: str | None, project: str) -> str:
+        """The wheel action of `source`, made or joined by `binary` (None: a library)."""
+        wheel_id = self.wheel_of.get(source)
+        if wheel_id is None:
+            wheel_id = f"wheel:{source.relative_to(self.manifest.root)}"
+            self.wheel_of[source] = wheel_id
+            self.actions[wheel_id] = Action(
+                wheel_id,
+                "wheel",
+                (binary,) if binary else (),
+                source,
+                nested=self.folders.nested(source),
+                project=project,
+            )
+        elif binary and binary not in self.actions[wheel_id].binaries:
+            previous = self.actions[wheel_id]
+            binaries = (*previous.binaries, binary)
+            self.actions[wheel_id] = dataclasses.replace(previous, binaries=binaries)
+        return wheel_id
 
+    def add(self, binary: Binary, selection: Selection) -> str:
+        """Add the actions of `binary` that `selection` asks for; why it has none, or ''.
 
-class _Sources:
-    """Every binary's source and every project's folder, for finding those nested
-    inside one source in O(log n)."""
+        Every output kind starts from the wheel of the binary's source and, with a
+        workspace, the wheel of every in-repository library its project needs.
+        """
+        outputs = [o for o in binary.outputs if not selection.outputs or o in selection.outputs]
+        # Zipapps are for every platform the binary names; images for its Linux ones.
+        own = {"zipapp": binary.platforms, "image": binary.image_platforms}
+        chosen = {
+            kind: tuple(p for p in names if not selection.platforms or p in selection.platforms)
+            for kind, names in own.items()
+        }
+        platforms = tuple(dict.fromkeys(p for o in outputs if o in own for p in chosen[o]))
+        reason = nothing_left(binary, outputs, platforms, selection)
+        if reason:
+            return reason
+        workspace = self.workspace
+        project = workspace.project_at(binary.source) if workspace is not None else None
+        key = project.key if project is not None else ""
+        wheel_id = self.wheel(binary.source, binary.name, key)
+        runnable = [k for k in ("zipapp", "image") if k in outputs and chosen[k]]
+        libraries: tuple[str, ...] = ()
+        if (runnable or "wheel" in outputs) and workspace is not None and project is not None:
+            # Zipapps and images install these (through the binary's extras too); a wheel
+            # output comes with them, so `pip install dist/wheels/*.whl` finds every
+            # in-repo requirement.
+            libraries = tuple(
+                self.wheel(lib.root, None, lib.key) for lib in workspace.closure(key, binary.extras)
+            )
+        for kind in runnable:
+            self._runnable(binary, kind, chosen[kind], (wheel_id, *libraries), key)
+        if "wheel" in outputs:
+            self.wanted.update((wheel_id, *libraries))
+        return ""
 
-    def __init__(self, manifest: Manifest, workspace: Workspace | None = None) -> None:
-        folders = {b.source.parts for b in manifest.binaries.values()}
-        if workspace is not None:
-            folders.update(p.root.parts for p in workspace.projects.values())
-        # Sorted by path parts, a source's descendants follow it contiguously.
-        self.parts = sorted(folders)
+    def _runnable(
+        self, binary: Binary, kind: str, platforms: tuple[str, ...], deps: tuple[str, ...], key: str
+    ) -> None:
+        """The zipapp or image action of `binary`."""
+        action_id = f"{kind}:{binary.name}"
+        self.actions[action_id] = Action(
+            action_id,
+            kind,
+            (binary.name,),
+            binary.source,
+            platforms,
+            deps,
+            entrypoint=binary.entrypoint,
+            image=binary.image if kind == "image" else None,
+            zipapp=binary.zipapp if kind == "zipapp" else None,
+            requirements=binary.requirements,
+            project=key,
+            extras=binary.extras,
+            pythons=_pythons(self.manifest, binary, kind),
+        )
 
-    def nested(self, source: Path) -> tuple[Path, ...]:
-        """The other sources strictly inside `source`, sorted."""
-        prefix = source.parts
-        start = bisect.bisect_right(self.parts, prefix)
-        inside: list[Path] = []
-        for parts in itertools.islice(self.parts, start, None):
-            if parts[: len(prefix)] != prefix:
-                break
-            inside.append(Path(*parts))
-        return tuple(sorted(inside))
+    def ordered(self) -> tuple[Action, ...]:
+        """The actions by kind, then id; a wheel stays when a binary asked for it or
+        another action needs it."""
+        wanted = self.wanted | {d for a in self.actions.values() for d in a.deps}
+        kept = [a for a in self.actions.values() if a.kind != "wheel" or a.id in wanted]
+        return tuple(sorted(kept, key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id)))
 
 
 def make_plan(
@@ -219,99 +259,20 @@ def make_plan(
     this_os = this_os or host_os()
     skips: list[Skip] = []
     chosen: list[Binary] = []
-    for binary in _select(manifest, selection):
-        if this_os not in binary.host:
-            skips.append(
-                Skip(
-                    binary.name,
-                    f"host is {this_os}; {binary.name} builds only on " + ", ".join(binary.host),
-                )
-            )
-        else:
+    for binary in selected_binaries(manifest, selection):
+        if this_os in binary.host:
             chosen.append(binary)
-    actions: dict[str, Action] = {}
-    wheel_of: dict[Path, str] = {}
-    wanted: set[str] = set()
-    sources = _Sources(manifest, workspace)
-
-    def shared_files(source: Path) -> tuple[Path, ...]:
-        # The manifest and the lock are every binary's inputs through its entry and
-        # its slice (keys, `affected`), not through the source that happens to hold them.
-        files = (manifest.path, manifest.root / "uv.lock")
-        return tuple(f for f in files if f.parent == source)
-
-    def wheel(source: Path, binary: str | None, project: str) -> str:
-        """The wheel action of `source`, made or joined by `binary` (None: a library)."""
-        wheel_id = wheel_of.get(source)
-        if wheel_id is None:
-            wheel_id = f"wheel:{source.relative_to(manifest.root)}"
-            wheel_of[source] = wheel_id
-            actions[wheel_id] = Action(
-                wheel_id,
-                "wheel",
-                (binary,) if binary else (),
-                source,
-                nested=sources.nested(source) + shared_files(source),
-                project=project,
+        else:
+            hosts = ", ".join(binary.host)
+            skips.append(
+                Skip(binary.name, f"host is {this_os}; {binary.name} builds only on {hosts}")
             )
-        elif binary and binary not in actions[wheel_id].binaries:
-            previous = actions[wheel_id]
-            binaries = (*previous.binaries, binary)
-            actions[wheel_id] = dataclasses.replace(previous, binaries=binaries)
-        return wheel_id
-
+    graph = _Graph(manifest, workspace)
     for binary in chosen:
-        outputs = [o for o in binary.outputs if not selection.outputs or o in selection.outputs]
-        # Zipapps are for every platform the binary names; images for its Linux ones.
-        own = {"zipapp": binary.platforms, "image": binary.image_platforms}
-        chosen_platforms = {
-            kind: tuple(p for p in names if not selection.platforms or p in selection.platforms)
-            for kind, names in own.items()
-        }
-        platforms = tuple(
-            dict.fromkeys(p for o in outputs if o in own for p in chosen_platforms[o])
-        )
-        reason = _nothing_left(binary, outputs, platforms, selection)
+        reason = graph.add(binary, selection)
         if reason:
             skips.append(Skip(binary.name, reason))
-            continue
-        project = workspace.project_at(binary.source) if workspace is not None else None
-        key = project.key if project is not None else ""
-        # Every output kind starts from the wheel of the binary's source.
-        wheel_id = wheel(binary.source, binary.name, key)
-        runnable = [k for k in ("zipapp", "image") if k in outputs and chosen_platforms[k]]
-        libraries: tuple[str, ...] = ()
-        if (runnable or "wheel" in outputs) and workspace is not None and project is not None:
-            # Zipapps and images install these (through the binary's extras too); a wheel
-            # output comes with them, so `pip install dist/wheels/*.whl` finds every
-            # in-repo requirement.
-            libraries = tuple(
-                wheel(lib.root, None, lib.key) for lib in workspace.closure(key, binary.extras)
-            )
-        for kind in runnable:
-            action_id = f"{kind}:{binary.name}"
-            actions[action_id] = Action(
-                action_id,
-                kind,
-                (binary.name,),
-                binary.source,
-                chosen_platforms[kind],
-                (wheel_id, *libraries),
-                entrypoint=binary.entrypoint,
-                image=binary.image if kind == "image" else None,
-                zipapp=binary.zipapp if kind == "zipapp" else None,
-                requirements=binary.requirements,
-                project=key,
-                extras=binary.extras,
-                pythons=_pythons(manifest, binary, kind),
-            )
-        if "wheel" in outputs:
-            wanted.update((wheel_id, *libraries))
-    # A wheel stays when a binary asked for it or another action needs it.
-    wanted.update(d for a in actions.values() for d in a.deps)
-    kept = [a for a in actions.values() if a.kind != "wheel" or a.id in wanted]
-    ordered = sorted(kept, key=lambda a: (OUTPUT_KINDS.index(a.kind), a.id))
-    return Plan(manifest, tuple(chosen), tuple(ordered), tuple(skips), workspace)
+    return Plan(manifest, tuple(chosen), graph.ordered(), tuple(skips), workspace)
 
 
 def _pythons(manifest: Manifest, binary: Binary, kind: str) -> tuple[str, ...]:
@@ -322,105 +283,6 @@ def _pythons(manifest: Manifest, binary: Binary, kind: str) -> tuple[str, ...]:
         return manifest.project.pythons
     extra = (v.python for v in binary.image.variants.values() if v.python)
     return tuple(dict.fromkeys((*first, *sorted(extra, key=manifest.project.pythons.index))))
-
-
-def _nothing_left(
-    binary: Binary, outputs: Sequence[str], platforms: Sequence[str], selection: Selection
-) -> str:
-    """Why `--output`/`--platform` leave `binary` nothing to build, or '' if they do not."""
-    if not outputs:
-        return (
-            f"no output left: it builds {', '.join(binary.outputs)}; "
-            f"--output asked for {', '.join(selection.outputs)}"
-        )
-    if "wheel" not in outputs and not platforms:  # a wheel is for every platform
-        return (
-            f"no platform left for its {' and '.join(outputs)}: it builds for "
-            f"{', '.join(binary.platforms)}; --platform asked for {', '.join(selection.platforms)}"
-        )
-    return ""
-
-
-def _flags(selection: Selection) -> str:
-    flags = [
-        f"--{flag}={','.join(values)}"
-        for flag, values in (
-            ("target", selection.targets),
-            ("binary", selection.binaries),
-            ("output", selection.outputs),
-            ("platform", selection.platforms),
-        )
-        if values
-    ]
-    return " ".join(flags) or "all binaries"
-
-
-def unbuildable(plan: Plan, selection: Selection) -> str:
-    """What of `selection` the plan cannot build, said before anything is built.
-
-    Something named explicitly that cannot be built is a UsageError (exit 2), as Bazel
-    and Cargo refuse an explicitly named target they cannot build: a `--binary` left
-    with nothing (its outputs, platforms or hosts rule it out), or an `--output` or
-    `--platform` under which nothing at all is left. Groups alone (`--target`, or
-    all binaries by default) that leave nothing are an outcome, not an error: the
-    returned note says what was selected and why nothing remains (a CI job may run a
-    group on a host none of its binaries builds on). '' when there is something to
-    build and every named binary is part of it.
-    """
-    reasons = {skip.binary: skip.reason for skip in plan.skips}
-    named = [name for name in selection.binaries if name in reasons]
-    if plan.actions and not named:
-        return ""
-    if plan.actions:
-        lines = [f"  {name}: {reasons[name]}" for name in named]
-        raise UsageError(
-            f"{_flags(selection)}: cannot build {', '.join(named)}:\n"
-            + "\n".join(lines)
-            + "\nleave it out of --binary, or change the selection or binaries.yaml"
-        )
-    lines = [f"  {skip.binary}: {skip.reason}" for skip in plan.skips]
-    if not lines:
-        lines = ["  the selection holds no binaries"]
-    text = f"nothing to build for {_flags(selection)}:\n" + "\n".join(lines)
-    if selection.binaries or selection.outputs or selection.platforms:
-        raise UsageError(
-            text + "\nchange --binary/--output/--platform, or the binary's entry in binaries.yaml"
-        )
-    return text
-
-
-def version_inputs(plan: Plan) -> dict[str, Inputs]:
-    """Each action's versioned inputs: its source and the folders of the in-repository
-    libraries its project needs (transitively, with the binary's extras), without the
-    other binaries' and projects' folders nested in them. A binary's wheel, zipapp and
-    image share one set, and so one version.
-    """
-    root = plan.manifest.root
-    by_id = {a.id: a for a in plan.actions}
-    workspace = plan.workspace
-
-    def rel(path: Path) -> str:
-        text = path.relative_to(root).as_posix()
-        return "" if text == "." else text
-
-    found: dict[str, Inputs] = {}
-    for action in plan.actions:
-        own = by_id.get(action.deps[0], action) if action.deps else action
-        folders = [action.source]
-        if workspace is not None and action.project in workspace.projects:
-            # A wheel has no extras of its own: those of every binary built from its
-            # source, selected or not, so its version does not follow the selection.
-            extras = action.extras
-            if action.kind == "wheel":
-                extras = tuple(
-                    e for b in plan.manifest.binaries.values() if b.source == action.source
-                    for e in b.extras
-                )  # fmt: skip
-            folders += [lib.root for lib in workspace.closure(action.project, extras)]
-        include = tuple(dict.fromkeys(rel(f) for f in folders))
-        exclude = tuple(e for e in (rel(n) for n in own.nested) if e not in include)
-        found[action.id] = Inputs(include, exclude)
-    return found
 
 
 def shard(plan: Plan, index: int, count: int) -> Plan:

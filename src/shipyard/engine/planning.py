@@ -4,26 +4,18 @@ lock checked, and `--since` applied. The one way the CLI and the release plan.""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from shipyard.engine.plan import Plan, Selection, make_plan
 from shipyard.manifest import Manifest
-from shipyard.stamp import Stamp
 from shipyard.workspace import Workspace, check_lock, load_workspace
 
 __all__ = [
-    "action_stamps",
     "check_pythons",
     "load_projects",
     "lock_keys",
-    "lockstep",
-    "newest",
     "plan_for",
     "read_workspace",
 ]
@@ -171,61 +163,3 @@ def plan_for(
         return Plan(manifest, (), (), plan.skips, workspace)
     narrowed = Selection(binaries=names, outputs=selection.outputs, platforms=selection.platforms)
     return make_plan(manifest, narrowed, workspace=workspace)
-
-
-def lockstep(manifest: Manifest, workspace: Workspace | None) -> bool:
-    """Whether every binary and library takes one version: `project.versioning`, else
-    what the repository's pins imply (a project requiring another of the repository with
-    `==` installs only beside that exact version)."""
-    if manifest.project.versioning is not None:
-        return manifest.project.versioning == "lockstep"
-    if workspace is None:
-        return False
-    for project in workspace.projects.values():
-        for dependency in project.dependencies:
-            requirement = dependency.requirement
-            name = canonicalize_name(requirement.name)
-            exact = any(s.operator in ("==", "===") for s in requirement.specifier)
-            if exact and name != project.key and name in workspace.projects:
-                return True
-    return False
-
-
-def newest(stamps: Iterable[Stamp]) -> Stamp:
-    """The stamp of the newest version (PEP 440 order; an unreadable one sorts first)."""
-
-    def order(stamp: Stamp) -> tuple[int, Version | None]:
-        try:
-            return (1, Version(stamp.version))
-        except InvalidVersion:
-            return (0, None)
-
-    return max(stamps, key=order)
-
-
-def action_stamps(
-    plan: Plan, stamp: Stamp, override: str | None, env: Mapping[str, str]
-) -> dict[str, Stamp]:
-    """Per-action stamps: each binary's revision and clock from the last commit that
-    changed its own inputs, and with `version: git` its version too (one for all when
-    the projects are in lockstep). A version given (--version, $VERSION or a literal
-    project.version) stays one version for all. By action id."""
-    from shipyard.dist import dist_dir, stamps_file
-    from shipyard.engine.plan import version_inputs
-    from shipyard.stamp import choose_version, input_stamps
-
-    manifest = plan.manifest
-    versioned = choose_version(manifest.project.version, env, override)[0] == "git"
-    actions = {a.id: a for a in plan.actions}
-    by_action = {
-        name: dataclasses.replace(
-            i, tag_prefix=manifest.project.tag_prefix_for(actions[name].project)
-        )
-        for name, i in version_inputs(plan).items()
-    }
-    groups = {repr(i): i for i in by_action.values()}
-    memo = stamps_file(dist_dir(manifest.root))
-    found = input_stamps(manifest.root, stamp, groups, env, versioned=versioned, memo=memo)
-    if versioned and found and lockstep(manifest, plan.workspace):
-        found = dict.fromkeys(found, newest(found.values()))
-    return {action: found[repr(i)] for action, i in by_action.items()}

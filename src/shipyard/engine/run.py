@@ -15,13 +15,20 @@ from shipyard.engine.cache.local import ActionCache, OutputCache, cache_limit
 from shipyard.engine.plan import Plan
 from shipyard.engine.report import previous_actions, previous_durations, write_report
 from shipyard.engine.scheduler import BuildContext, Builder, Event, Result, run_plan
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.wrapper import Cached, Keyed, Runner, Translated
 from shipyard.files.sources import GitIgnored
 from shipyard.files.statcache import StatMemo
 from shipyard.process import reset
 from shipyard.stamp import Stamp
 
-__all__ = ["BuildOptions", "BuildRun", "execute", "replace_outputs"]
+__all__ = ["BuildOptions", "BuildRun", "execute", "replace_outputs", "wrapped"]
+
+
+def wrapped(builder: Builder, cache: OutputCache | None = None, *, force: bool = False) -> Runner:
+    """`builder` inside the engine's layers, outermost first: error translation, the
+    cache (when there is one; `force`: never a hit), the key."""
+    keyed = Keyed(builder)
+    return Translated(keyed if cache is None else Cached(keyed, cache, force=force))
 
 
 @dataclass(frozen=True)
@@ -95,46 +102,66 @@ def execute(
         workspace=plan.workspace,
         stamps=dict(stamps or {}),
     )
-    chosen: dict[str, Builder | Wrapped] = dict(builders)
-    local: ActionCache | None = None
-    limit: int | None = None
-    if options.cache_dir is not None:
-        limit = cache_limit(build_env)  # a bad $SHIPYARD_CACHE_MAX_SIZE: exit 2 before building
-        local = ActionCache(options.cache_dir)
-        cache: OutputCache = local
-        if options.remote:
-            from shipyard.engine.cache.remote import RemoteCache, TieredCache, parse_cache_url
-            from shipyard.oci.remote.push import default_registry
-
-            host, repository = parse_cache_url(options.remote)
-            cache = TieredCache(cache, RemoteCache(default_registry(host), repository))
-        chosen = {k: Wrapped(b, cache, force=options.force) for k, b in builders.items()}
+    local, limit, cache = _caches(options, build_env)
+    runners = {k: wrapped(b, cache, force=options.force) for k, b in builders.items()}
     with exclusive(lock_file(dist)):
-        earlier = previous_actions(report_file(dist))
-        durations = previous_durations(earlier)
-        remove_stale_temps(dist)
-        reset()
-        try:
-            results = run_plan(
-                plan,
-                ctx,
-                chosen,
-                jobs=options.jobs,
-                keep_going=options.keep_going,
-                on_event=on_event,
-                durations=durations,
-            )
-        except KeyboardInterrupt:
-            # Builders remove their temporaries as they unwind; a worker caught
-            # between steps may not, so sweep under the lock we still hold.
-            remove_stale_temps(dist)
-            raise
-        report = write_report(plan, results, ctx, durations, earlier)
-        replace_outputs(dist, root, results)
+        results, report = _run_locked(plan, ctx, runners, options, on_event)
         digests.save()
     if local is not None:
         local.auto_prune(limit)  # only when this build stored something: not on a no-op
     return BuildRun(plan, ctx, tuple(results), report)
+
+
+def _caches(
+    options: BuildOptions, env: Mapping[str, str]
+) -> tuple[ActionCache | None, int | None, OutputCache | None]:
+    """The local action cache, its size limit, and the cache the actions use: the local
+    one, with the registry behind it for --cache (None, None, None without a cache)."""
+    if options.cache_dir is None:
+        return None, None, None
+    limit = cache_limit(env)  # a bad $SHIPYARD_CACHE_MAX_SIZE: exit 2 before building
+    local = ActionCache(options.cache_dir)
+    if not options.remote:
+        return local, limit, local
+    from shipyard.engine.cache.remote import RemoteCache, TieredCache, parse_cache_url
+    from shipyard.oci.remote.push import default_registry
+
+    host, repository = parse_cache_url(options.remote)
+    return local, limit, TieredCache(local, RemoteCache(default_registry(host), repository))
+
+
+def _run_locked(
+    plan: Plan,
+    ctx: BuildContext,
+    runners: Mapping[str, Runner],
+    options: BuildOptions,
+    on_event: Callable[[Event], None],
+) -> tuple[list[Result], Path]:
+    """Run the plan under dist/.lock, then write the report and replace the outputs an
+    earlier build of each action left under another name."""
+    dist = ctx.dist
+    earlier = previous_actions(report_file(dist))
+    durations = previous_durations(earlier)
+    remove_stale_temps(dist)
+    reset()
+    try:
+        results = run_plan(
+            plan,
+            ctx,
+            runners,
+            jobs=options.jobs,
+            keep_going=options.keep_going,
+            on_event=on_event,
+            durations=durations,
+        )
+    except KeyboardInterrupt:
+        # Builders remove their temporaries as they unwind; a worker caught
+        # between steps may not, so sweep under the lock we still hold.
+        remove_stale_temps(dist)
+        raise
+    report = write_report(plan, results, ctx, durations, earlier)
+    replace_outputs(dist, ctx.root, results)
+    return results, report
 
 
 # The outputs named by version, one per platform: what a new version supersedes. An

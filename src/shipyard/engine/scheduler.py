@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from shipyard.artifacts import Artifact
 from shipyard.engine.context import BuildContext, Builder, Outcome, Slots, map_parts
 from shipyard.engine.plan import Action, Plan
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.wrapper import Runner
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.process import terminate_all
 
@@ -61,14 +61,8 @@ class Event:
     result: Result | None = None
 
 
-@dataclass
-class _State:
-    results: dict[str, Result] = field(default_factory=dict)
-    running: dict[Future[Result], Action] = field(default_factory=dict)
-
-
 def _run_one(
-    runner: Wrapped, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], t0: float
+    runner: Runner, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], t0: float
 ) -> Result:
     start = time.monotonic()
     worker = threading.get_ident()
@@ -150,10 +144,89 @@ def critical_paths(plan: Plan, durations: Mapping[str, float] | None = None) -> 
     return paths
 
 
+class _Run:
+    """One run of a plan: what is pending, running and done, on a pool of workers."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        ctx: BuildContext,
+        runners: Mapping[str, Runner],
+        *,
+        jobs: int | None,
+        keep_going: bool,
+        on_event: Callable[[Event], None],
+        durations: Mapping[str, float] | None,
+    ) -> None:
+        paths = critical_paths(plan, durations)
+        self.pending = sorted(plan.actions, key=lambda a: -paths[a.id])  # stable on ties
+        self.results: dict[str, Result] = {}
+        self.running: dict[Future[Result], Action] = {}
+        self.failed = False
+        self.runners = runners
+        self.keep_going = keep_going
+        self.on_event = on_event
+        workers = jobs or os.cpu_count() or 1
+        self.slots = Slots(workers)
+        self.ctx = replace(ctx, slots=self.slots)
+        self.t0 = time.monotonic()
+        self.pool = ThreadPoolExecutor(max_workers=workers)
+
+    def _skip(self, action: Action, reason: str) -> None:
+        self.results[action.id] = Result(action, "skipped", 0.0, reason=reason)
+        self.on_event(Event(action, self.results[action.id]))
+        self.pending.remove(action)
+
+    def start_ready(self) -> None:
+        """Start the ready actions while slots are free; skip those that cannot run."""
+        for action in list(self.pending):
+            broken = [
+                d
+                for d in action.deps
+                if d in self.results and self.results[d].status not in ("built", "cached")
+            ]
+            if broken:
+                self._skip(action, f"dependency {broken[0]} did not build")
+            elif self.failed and not self.keep_going:
+                self._skip(action, "an earlier action failed (use --keep-going)")
+            elif all(d in self.results for d in action.deps):
+                if not self.slots.take():
+                    break  # submit no more than can run, so failing fast starts nothing new
+                self.pending.remove(action)
+                self.on_event(Event(action))
+                deps = tuple(a for d in action.deps for a in self.results[d].outputs)
+                runner = self.runners[action.kind]
+                future = self.pool.submit(_run_one, runner, action, self.ctx, deps, self.t0)
+                self.running[future] = action
+
+    def skip_stranded(self) -> None:
+        """Nothing runs yet actions wait: only when a dependency is outside the plan.
+        Say so for each, rather than spin."""
+        for action in self.pending:
+            self.results[action.id] = Result(
+                action, "skipped", 0.0, reason="a dependency is not in the plan"
+            )
+        self.pending.clear()
+
+    def collect(self) -> None:
+        """Wait for an action to finish and record its result."""
+        # While a builder holds borrowed slots, look again now and then: one
+        # given back mid-action may start the next ready action.
+        timeout = 0.05 if self.slots.lent else None
+        done, _ = wait(list(self.running), timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in done:
+            self.slots.give()
+            action = self.running.pop(future)
+            result = future.result()
+            self.results[action.id] = result
+            self.failed = self.failed or result.status == "failed"
+            self.on_event(Event(action, result))
+
+
 def run_plan(
     plan: Plan,
     ctx: BuildContext,
-    builders: Mapping[str, Builder | Wrapped],
+    runners: Mapping[str, Runner],
     *,
     jobs: int | None = None,
     keep_going: bool = False,
@@ -162,79 +235,33 @@ def run_plan(
 ) -> list[Result]:
     """Run every action once its dependencies are built; return results in plan order.
 
-    A plain builder is wrapped (`Wrapped`: key once, errors translated, no
-    cache); a wrapped one (with a cache) runs as it is.
-
+    `runners` are builders inside the engine's layers (`shipyard.engine.run.wrapped`).
     Ready actions start in order of their critical path (see `critical_paths`,
     fed with `durations` from an earlier build when there is one). Fails fast by
     default: after a failure nothing new starts and the rest are recorded as
     skipped with the reason.
     """
-    missing = sorted({a.kind for a in plan.actions} - set(builders))
+    missing = sorted({a.kind for a in plan.actions} - set(runners))
     if missing:
         raise ShipyardError(
             f"no builder for output kind(s) {', '.join(missing)} in this shipyard version"
         )
-    runners = {k: b if isinstance(b, Wrapped) else Wrapped(b) for k, b in builders.items()}
-    state = _State()
-    paths = critical_paths(plan, durations)
-    pending = sorted(plan.actions, key=lambda a: -paths[a.id])  # stable: plan order on ties
-    failed = False
-    workers = jobs or os.cpu_count() or 1
-    slots = Slots(workers)
-    ctx = replace(ctx, slots=slots)
-    t0 = time.monotonic()
-    pool = ThreadPoolExecutor(max_workers=workers)
+    run = _Run(
+        plan, ctx, runners, jobs=jobs, keep_going=keep_going, on_event=on_event, durations=durations
+    )
     try:
-        while pending or state.running:
-            for action in list(pending):
-                broken = [
-                    d
-                    for d in action.deps
-                    if d in state.results and state.results[d].status not in ("built", "cached")
-                ]
-                if broken or (failed and not keep_going):
-                    reason = (
-                        f"dependency {broken[0]} did not build"
-                        if broken
-                        else "an earlier action failed (use --keep-going)"
-                    )
-                    state.results[action.id] = Result(action, "skipped", 0.0, reason=reason)
-                    on_event(Event(action, state.results[action.id]))
-                    pending.remove(action)
-                elif all(d in state.results for d in action.deps):
-                    if not slots.take():
-                        break  # submit no more than can run, so failing fast starts nothing new
-                    pending.remove(action)
-                    on_event(Event(action))
-                    deps = tuple(a for d in action.deps for a in state.results[d].outputs)
-                    future = pool.submit(_run_one, runners[action.kind], action, ctx, deps, t0)
-                    state.running[future] = action
-            if not state.running:
-                # Only reachable when a dependency is outside the plan: say so, don't spin.
-                for action in pending:
-                    state.results[action.id] = Result(
-                        action, "skipped", 0.0, reason="a dependency is not in the plan"
-                    )
-                pending.clear()
-                continue
-            # While a builder holds borrowed slots, look again now and then: one
-            # given back mid-action may start the next ready action.
-            timeout = 0.05 if slots.lent else None
-            done, _ = wait(list(state.running), timeout=timeout, return_when=FIRST_COMPLETED)
-            for future in done:
-                slots.give()
-                action = state.running.pop(future)
-                result = future.result()
-                state.results[action.id] = result
-                failed = failed or result.status == "failed"
-                on_event(Event(action, result))
+        while run.pending or run.running:
+            run.start_ready()
+            if run.running:
+                run.collect()
+            else:
+                run.skip_stranded()
     except BaseException:
         # Interrupted (or a bug): end the running subprocesses first, so the
         # workers unwind now and remove their temporaries, instead of the pool
         # waiting for every running build to finish.
         terminate_all()
-        pool.shutdown(wait=True, cancel_futures=True)
+        run.pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
-    return [state.results[a.id] for a in plan.actions]
+    run.pool.shutdown(wait=True)
+    return [run.results[a.id] for a in plan.actions]

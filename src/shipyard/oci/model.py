@@ -41,6 +41,7 @@ __all__ = [
     "OCIError",
     "Platform",
     "append_layer",
+    "artifact_manifest_json",
     "as_annotations",
     "canonical_json",
     "config_descriptor",
@@ -335,6 +336,22 @@ def manifest_json(image: Image) -> bytes:
     if image.annotations:
         doc["annotations"] = dict(image.annotations)
     return canonical_json(doc)
+
+
+def artifact_manifest_json(
+    artifact_type: str, config: Descriptor, layers: Iterable[Descriptor]
+) -> bytes:
+    """An artifact manifest: an image manifest with an `artifactType`, whose config and
+    layers are any blobs (each layer's descriptor carrying its own annotations)."""
+    return canonical_json(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST,
+            "artifactType": artifact_type,
+            "config": config.to_json(),
+            "layers": [layer.to_json() for layer in layers],
+        }
+    )
 
 
 def manifest_descriptor(image: Image) -> Descriptor:

@@ -32,7 +32,7 @@ from pathlib import Path
 from shipyard._fs import TEMP_PREFIX
 from shipyard.builders.zipapp import launcher, launcher_name, zipapp_info
 from shipyard.errors import ShipyardError
-from shipyard.files.sources import read_shipped_file
+from shipyard.files.shipped import read_shipped_file
 from shipyard.stamp import ZIP_EPOCH
 
 __all__ = [

@@ -11,14 +11,15 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.metadata import InvalidMetadata, Metadata
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from shipyard.artifacts import ANY, Artifact, select
+from shipyard.engine.build import BuildRequest, build
 from shipyard.engine.plan import Action
-from shipyard.engine.run import BuildOptions, execute
 from shipyard.engine.scheduler import Result
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
@@ -26,7 +27,10 @@ from shipyard.process import without_secrets
 from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
 
-__all__ = ["Build", "Validate", "artifacts", "check_wheel", "released_wheels"]
+if TYPE_CHECKING:
+    from docker import DockerClient
+
+__all__ = ["Build", "Validate", "artifacts", "build_request", "check_wheel", "released_wheels"]
 
 _RESUMING = "resuming: publishing the release staged earlier"
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "AMD64": "amd64"}
@@ -63,6 +67,18 @@ def _takes_release_version(action: Action) -> bool:
     return bool(action.binaries) and project_vcs_backend(action.source) is not None
 
 
+def build_request(ctx: ReleaseContext) -> BuildRequest:
+    """What the release asks of the build engine: the release's version, its -j, and
+    the local and registry caches, as `shipyard build` would be asked."""
+    return BuildRequest(
+        version=ctx.stamp.version,
+        jobs=ctx.options.jobs,
+        cache_dir=ctx.options.cache_dir,
+        remote=ctx.options.remote,
+        env=ctx.env,
+    )
+
+
 class Build:
     """Builds every output of the plan with the build engine (cache and all)."""
 
@@ -74,18 +90,10 @@ class Build:
 
     def run(self, ctx: ReleaseContext) -> None:
         """Build as `shipyard build --version=<the release's version>` builds: the same
-        engine entry, each action with its own stamp (its revision and clock from the
-        last commit that changed its inputs; the release's version for all). Any
-        failed action fails the stage, naming it."""
-        from shipyard.engine.planning import action_stamps
-        from shipyard.files.sources import GitIgnored
-
-        options = BuildOptions(jobs=ctx.options.jobs, cache_dir=ctx.options.cache_dir)
-        stamps = action_stamps(ctx.plan, ctx.stamp, ctx.stamp.version, ctx.env)
-        git = GitIgnored(ctx.manifest.root).prefetch()
-        ctx.build = execute(
-            ctx.plan, ctx.stamp, ctx.builders, options, env=ctx.env, git=git, stamps=stamps
-        )
+        engine entry (`build_request`), each action with its own stamp (its revision and
+        clock from the last commit that changed its inputs; the release's version for
+        all), the registry cache too. Any failed action fails the stage, naming it."""
+        ctx.build = build(ctx.plan, build_request(ctx), ctx.builders, stamp=ctx.stamp)
         if ctx.build.failed:
             first = ctx.build.failed[0]
             raise BuildError(
@@ -162,7 +170,7 @@ def _smoke_images(ctx: ReleaseContext) -> None:
     if not wanted:
         return
     import docker
-    from docker.errors import ContainerError, DockerException
+    from docker.errors import DockerException
 
     try:
         client = docker.from_env(environment=dict(ctx.env))
@@ -173,42 +181,44 @@ def _smoke_images(ctx: ReleaseContext) -> None:
         return
     try:
         for name, artifact in wanted:
-            smoke = list(ctx.binary(name).smoke)
-            what = f"image smoke {name} ({artifact.path.name})"
-            image = None
-            try:
-                with artifact.path.open("rb") as handle:
-                    (image, *_) = client.images.load(handle)
-                output = client.containers.run(
-                    image,
-                    smoke,
-                    network_mode="none",
-                    platform=host,
-                    remove=True,
-                    stdout=True,
-                    stderr=True,
-                )
-            except ContainerError as exc:
-                raw: object = exc.stderr or b""
-                text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-                loaded = str(image.id) if image is not None else artifact.path.name
-                raise BuildError(
-                    what,
-                    f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",
-                    command=["docker", "run", "--network", "none", loaded, *smoke],
-                ) from None
-            except DockerException as exc:
-                raise BuildError(what, f"Docker failed: {exc}") from None
-            finally:
-                # The engine keeps nothing of a smoke run: the tags the tarball loaded
-                # go (and the image with its last tag), an image also tagged otherwise stays.
-                for tag in image.tags if image is not None else ():
-                    with contextlib.suppress(DockerException):
-                        client.images.remove(tag)
-            said = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
-            ctx.on_step(f"{what} on {host}: {said.strip()[:200]}")
+            said = _smoke_image(client, artifact, list(ctx.binary(name).smoke), host)
+            ctx.on_step(f"image smoke {name} ({artifact.path.name}) on {host}: {said}")
     finally:
         client.close()
+
+
+def _smoke_image(client: DockerClient, artifact: Artifact, smoke: list[str], host: str) -> str:
+    """Load `artifact`'s `docker load` tarball, run `smoke` in it with no network and
+    remove what was loaded; the start of what it printed. BuildError when it fails."""
+    from docker.errors import ContainerError, DockerException
+
+    what = f"image smoke {artifact.binary} ({artifact.path.name})"
+    image = None
+    try:
+        with artifact.path.open("rb") as handle:
+            (image, *_) = client.images.load(handle)
+        output = client.containers.run(
+            image, smoke, network_mode="none", platform=host, remove=True, stdout=True, stderr=True
+        )
+    except ContainerError as exc:
+        raw: object = exc.stderr or b""
+        text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        loaded = str(image.id) if image is not None else artifact.path.name
+        raise BuildError(
+            what,
+            f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",
+            command=["docker", "run", "--network", "none", loaded, *smoke],
+        ) from None
+    except DockerException as exc:
+        raise BuildError(what, f"Docker failed: {exc}") from None
+    finally:
+        # The engine keeps nothing of a smoke run: the tags the tarball loaded
+        # go (and the image with its last tag), an image also tagged otherwise stays.
+        for tag in image.tags if image is not None else ():
+            with contextlib.suppress(DockerException):
+                client.images.remove(tag)
+    said = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+    return said.strip()[:200]
 
 
 def _check_sizes(ctx: ReleaseContext) -> None:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from shipyard.engine.affected import Reason
 from shipyard.engine.plan import Action, Plan
+from shipyard.engine.reasons import Reason
 from shipyard.errors import UsageError
 from shipyard.manifest import Manifest, did_you_mean
 from shipyard.stages._settings import STAGES, Found, stages_of
@@ -172,7 +172,11 @@ def affected_projects(
 ) -> dict[str, tuple[Reason, ...]]:
     """The projects of `keys` whose stages' inputs changed since commit `since`, each
     with its reasons (source, library, config, lock, manifest)."""
-    from shipyard.engine.affected import _changes, _lock_reasons, _never_input, _output, _show
+    from shipyard.engine.changes import changes as _changes
+    from shipyard.engine.changes import file_at as _show
+    from shipyard.engine.reasons import lock_reasons as _lock_reasons
+    from shipyard.files.sources import build_output as _output
+    from shipyard.files.sources import never_input as _never_input
 
     root = workspace.root
     sha, changed = _changes(root, since)

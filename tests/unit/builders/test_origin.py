@@ -20,8 +20,8 @@ from shipyard.artifacts import Artifact, Distribution, Metadata
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError
 from shipyard.stamp import Stamp
 from shipyard.workspace import load_workspace
@@ -70,7 +70,7 @@ def test_an_in_repo_name_reached_through_a_third_party_package_fails_the_build(
 ) -> None:
     """Bug: the zipapp shipped the index's acme-extra 6.6.6."""
     ctx = _ctx(tmp_path)
-    builder = Wrapped(ZipappBuilder(lambda action: ZipappOptions("app:main")))
+    builder = wrapped(ZipappBuilder(lambda action: ZipappOptions("app:main")))
     with pytest.raises(BuildError) as caught:
         builder.run(ACTION, ctx, (_app(tmp_path),))
     message = str(caught.value)
@@ -86,7 +86,7 @@ def test_the_repositorys_own_wheel_of_that_name_is_what_ships(tmp_path: Path) ->
     own = _wheel(
         tmp_path / "built", "acme_extra", files={"acme_extra/__init__.py": "WHO = 'repo'\n"}
     )
-    builder = Wrapped(ZipappBuilder(lambda action: ZipappOptions("app:main")))
+    builder = wrapped(ZipappBuilder(lambda action: ZipappOptions("app:main")))
     (artifact,) = builder.run(ACTION, ctx, (_app(tmp_path), own)).outputs
     with zipfile.ZipFile(artifact.path) as archive:
         info = json.loads(archive.read(boot.BUILD_INFO))

@@ -22,7 +22,7 @@ import pytest
 from shipyard.builders import resolve as resolve_module
 from shipyard.builders.image import ImageBuilder
 from shipyard.builders.zipapp import ZipappBuilder
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.errors import BuildError
 from tests.reliability import record
 from tests.unit._hostile import (
@@ -127,10 +127,10 @@ def test_hazards_an_installer_leaves_in_a_site_are_refused_or_neutralised(
         before = snapshot(case.outside)
         builds: dict[str, Callable[[], object]] = {
             "image": partial(
-                Wrapped(ImageBuilder(installer)).run, image_action(case), case.ctx(), deps
+                wrapped(ImageBuilder(installer)).run, image_action(case), case.ctx(), deps
             ),
             "zipapp": partial(
-                Wrapped(ZipappBuilder(zipapp_options)).run, zipapp_action(case), case.ctx(), deps
+                wrapped(ZipappBuilder(zipapp_options)).run, zipapp_action(case), case.ctx(), deps
             ),
         }
         for kind, build in builds.items():

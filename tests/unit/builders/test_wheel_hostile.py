@@ -19,7 +19,7 @@ import pytest
 from shipyard.builders.image import ImageBuilder
 from shipyard.builders.wheel import normalize_wheel
 from shipyard.builders.zipapp import ZipappBuilder
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform
@@ -129,9 +129,9 @@ def _install_case(case: Case) -> tuple[str, list[str]]:
     for kind in ("image", "zipapp"):
         try:
             if kind == "image":
-                Wrapped(ImageBuilder()).run(image_action(case), case.ctx(), deps)
+                wrapped(ImageBuilder()).run(image_action(case), case.ctx(), deps)
             else:
-                Wrapped(ZipappBuilder(zipapp_options)).run(zipapp_action(case), case.ctx(), deps)
+                wrapped(ZipappBuilder(zipapp_options)).run(zipapp_action(case), case.ctx(), deps)
         except BuildError as exc:
             outcomes.append(f"{kind} refused")
             if "Traceback" in str(exc):

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.engine.affected import Affected, Reason, affected, changed_files
+from shipyard.engine.affected import Affected, affected
+from shipyard.engine.changes import changed_files
+from shipyard.engine.reasons import Reason
 from shipyard.errors import UsageError
 from shipyard.manifest import load_manifest
 from shipyard.workspace import load_workspace

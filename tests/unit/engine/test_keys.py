@@ -29,7 +29,7 @@ from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.context import BuildContext, Builder, Slots
 from shipyard.engine.keys import ActionKey, canonical
 from shipyard.engine.plan import Action
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.files.sources import GitIgnored
 from shipyard.manifest import Image as ImageSettings
 from shipyard.manifest import Variant
@@ -49,7 +49,7 @@ class Scene:
     deps: tuple[Artifact, ...] = (WHEEL,)
 
     def key(self) -> ActionKey:
-        return Wrapped(self.builder).key(self.action, self.ctx, self.deps)
+        return wrapped(self.builder).key(self.action, self.ctx, self.deps)
 
 
 Change = Callable[[Scene, pytest.MonkeyPatch], Scene]

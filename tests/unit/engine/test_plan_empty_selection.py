@@ -165,7 +165,7 @@ def test_since_with_nothing_affected_still_exits_0(
 
 
 def test_the_plan_records_why_a_binary_builds_nothing(project: Path) -> None:
-    from shipyard.engine.plan import unbuildable
+    from shipyard.engine.selecting import unbuildable
 
     manifest = load_manifest(project / "binaries.yaml", env={})
     wheels = Selection(outputs=("wheel",))

@@ -14,11 +14,13 @@ import pytest
 from shipyard.artifacts import Artifact, Distribution, Metadata
 from shipyard.builders.kinds import own_wheels
 from shipyard.builders.locks import lock_inputs
-from shipyard.engine.plan import Selection, make_plan, version_inputs
+from shipyard.engine.inputs import Inputs, version_inputs
+from shipyard.engine.plan import Selection, make_plan
 from shipyard.engine.scheduler import BuildContext
+from shipyard.engine.stamps import input_stamps
 from shipyard.errors import ShipyardError
 from shipyard.manifest import load_manifest
-from shipyard.stamp import Inputs, Stamp, input_stamps
+from shipyard.stamp import Stamp
 from shipyard.workspace import Lock, load_workspace
 
 GIT = {

@@ -4,23 +4,40 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action, Plan
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import (
     Artifact,
     BuildContext,
+    Builder,
+    Result,
     Slots,
     critical_paths,
     map_parts,
-    run_plan,
 )
+from shipyard.engine.scheduler import run_plan as run_runners
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Manifest, Project
 from shipyard.stamp import Stamp
+
+
+def run_plan(
+    plan: Plan,
+    ctx: BuildContext,
+    builders: Mapping[str, Builder],
+    jobs: int | None = None,
+    durations: Mapping[str, float] | None = None,
+    keep_going: bool = False,
+) -> list[Result]:
+    """The scheduler over `builders` inside the engine's layers, as a build runs them."""
+    runners = {kind: wrapped(builder) for kind, builder in builders.items()}
+    return run_runners(plan, ctx, runners, jobs=jobs, durations=durations, keep_going=keep_going)
 
 
 class Recorder:

@@ -28,7 +28,7 @@ from shipyard.builders.zipapp import ZipappBuilder, _archives, archive_file
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.keys import canonical
 from shipyard.engine.plan import Selection, make_plan
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.errors import ManifestError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.manifest import Manifest, Variant, load_manifest
@@ -381,7 +381,7 @@ def test_an_image_per_python_is_resolved_for_it_and_tagged_with_it(repo: Path) -
     ]
     resolver = PythonResolver()
     action = dataclasses.replace(_action(repo), image=settings, pythons=("3.11", "3.12"))
-    outputs = Wrapped(ImageBuilder(resolver)).run(action, _ctx(repo), _deps(repo)).outputs
+    outputs = wrapped(ImageBuilder(resolver)).run(action, _ctx(repo), _deps(repo)).outputs
     assert sorted(resolver.pythons) == [
         ("3.11", "linux/amd64"),
         ("3.11", "linux/arm64"),

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.image import ImageBuilder
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.errors import BuildError
 from shipyard.oci.archive import write_docker_archive
 from shipyard.oci.base import load_base
@@ -367,7 +367,7 @@ def test_an_image_build_on_a_hostile_base_fails_cleanly(tmp_path: Path) -> None:
         shutil.rmtree(case.repo / "base")
         _base_from("oci-layout", tar_of(members), case.repo)
         with pytest.raises(BuildError) as caught:
-            Wrapped(ImageBuilder(HostileInstaller(lambda s, o: None, case.outside))).run(
+            wrapped(ImageBuilder(HostileInstaller(lambda s, o: None, case.outside))).run(
                 image_action(case), case.ctx(), (wheel_artifact(case.wheel),)
             )
         if says not in str(caught.value) or "base image oci-layout:base" not in str(caught.value):

@@ -17,6 +17,7 @@ from shipyard.oci.model import (
     OCIError,
     Platform,
     append_layer,
+    artifact_manifest_json,
     canonical_json,
     config_json,
     index_descriptor,
@@ -122,3 +123,14 @@ def test_config_keeps_unmodelled_fields_and_omits_empty_ones() -> None:
     assert doc["config"] == {"Healthcheck": {"Test": ["NONE"]}}
     assert doc["os.version"] == "12" and doc["variant"] == "v8"
     assert "created" not in doc and "author" not in doc
+
+
+def test_an_artifact_manifest_names_its_type_and_keeps_each_layers_annotations() -> None:
+    config = Descriptor.of("application/vnd.oci.empty.v1+json", b"{}")
+    layer = Descriptor("application/octet-stream", sha256_digest(b"x"), 1, None, (("k", "v"),))
+    data = artifact_manifest_json("application/vnd.example+json", config, [layer])
+    doc = json.loads(data)
+    assert doc["artifactType"] == "application/vnd.example+json"
+    assert doc["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+    assert doc["config"] == config.to_json() and doc["layers"] == [layer.to_json()]
+    assert data == canonical_json(doc)

@@ -5,7 +5,7 @@ sources follow (issue: security, item 3).
 secrets) into every per-platform archive. The license is found, and checked, the way a
 wheel's source files are: a symlink only while it stays inside the repository, a
 regular file only. The function that reads it is tested in
-tests/unit/files/test_sources_shipped_files.py.
+tests/unit/files/test_shipped.py.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from shipyard.artifacts import ANY, Artifact
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Result
-from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import UsageError
 from shipyard.manifest import Binary, load_manifest
 from shipyard.oci.layer import BlobStore, Entry, write_layer
@@ -116,7 +116,7 @@ def test_a_real_zipapp_is_measured_per_archive_against_min_and_max(tmp_path: Pat
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
     builder = ZipappBuilder(lambda action: ZipappOptions("app:main"))
     action = Action("zipapp:app", "zipapp", ("app",), Path("/src"), PLATFORMS, ("wheel:app",))
-    (pyz,) = Wrapped(builder).run(action, ctx, (wheel,)).outputs
+    (pyz,) = wrapped(builder).run(action, ctx, (wheel,)).outputs
     assert (pyz.kind, pyz.platform, pyz.path.suffix) == ("zipapp", ANY, ".pyz")
     size = pyz.path.stat().st_size
     assert measure(pyz)[0].size == size
@@ -139,7 +139,7 @@ def test_per_platform_zipapps_each_get_a_finding_with_their_platform(tmp_path: P
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper", "fast")
     builder = ZipappBuilder(lambda action: ZipappOptions("app:main", compress=False))
     action = Action("zipapp:app", "zipapp", ("app",), Path("/src"), ("linux/amd64",), ("w",))
-    (pyz,) = Wrapped(builder).run(action, ctx, (wheel,)).outputs
+    (pyz,) = wrapped(builder).run(action, ctx, (wheel,)).outputs
     binary = _binary(tmp_path, "{zipapp: {max: 1kB}}")
     (finding,) = check_sizes([binary], [_result("zipapp", ("app",), pyz)])
     assert finding.platform == "linux/amd64"

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from shipyard.engine.affected import affected
-from shipyard.engine.plan import Plan, Selection, make_plan, version_inputs
+from shipyard.engine.inputs import version_inputs
+from shipyard.engine.plan import Plan, Selection, make_plan
 from shipyard.manifest import load_manifest
 from shipyard.workspace import WorkspaceError, load_workspace
 

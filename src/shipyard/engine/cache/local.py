@@ -13,7 +13,8 @@ build leaves at worst an unreferenced temp file, never a half entry):
 beside the other parts of the cache folder (`shipyard.engine.cache.usage`),
 and, in each checkout (never in the cache, which other users may write):
 
-    dist/.checked.json       outputs already in place and verified, by stat (see _Checked)
+    dist/.checked.json       outputs already in place and verified, by stat
+                             (`shipyard.engine.cache.checked`)
 
 Blobs are made durable before the entry that names them is written. Builds in
 different checkouts may share one cache, so the temporaries a killed build left
@@ -22,25 +23,25 @@ are swept only by a build that finds no other holder of the lock.
 The cache is kept under a size by least recent use (`prune`): after a build
 that stored something (`auto_prune`, limit $SHIPYARD_CACHE_MAX_SIZE, default
 10G), and by `shipyard cache prune`. A prune that finds the lock held by
-another process leaves alone what that process may be using: see `prune`.
+another process leaves alone what that process may be using: see `prune` and
+`shipyard.engine.cache.lock`.
 
 An entry is untrusted input (the cache folder may be shared): a restore writes
-only what `shipyard.engine.cache.restore` allows; anything else is a miss, logged, and
+only what `shipyard.engine.cache.checks` allows; anything else is a miss, logged, and
 the entry is removed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from platformdirs import user_cache_dir
 
@@ -48,31 +49,29 @@ from shipyard import _units as units
 from shipyard._fs import (
     atomic_write,
     publish_file,
-    remove_stale_temps,
     sha256_file,
     sync_folder,
 )
 from shipyard.artifacts import Artifact
-from shipyard.dist import dist_dir, report_file
-from shipyard.engine.cache.restore import (
+from shipyard.engine.cache.checked import CheckedOutputs, checked_file
+from shipyard.engine.cache.checks import (
     Declared,
-    PlacedFile,
     RefusedEntry,
     checked_description,
     checked_mode,
     checked_path,
     checked_sha256,
     checked_size,
-    place_files,
     stored_mode,
 )
-from shipyard.engine.report import reported_outputs
+from shipyard.engine.cache.lock import CacheLock, hold_shared
+from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
-from shipyard.files.statcache import StatMemo
 
 if TYPE_CHECKING:  # measuring and pruning load only when a build stored something
-    from shipyard.engine.cache.usage import AutoPrune, CacheUsage, PruneResult
+    from shipyard.engine.cache.prune import PruneResult
+    from shipyard.engine.cache.usage import AutoPrune, CacheUsage
     from shipyard.oci.layer import BlobStore
 
 __all__ = [
@@ -82,7 +81,6 @@ __all__ = [
     "OutputCache",
     "blob_store",
     "cache_limit",
-    "checked_file",
     "default_cache_dir",
     "join_cache",
     "parse_size",
@@ -132,12 +130,6 @@ def cache_limit(env: Mapping[str, str]) -> int | None:
     return parse_size(text, MAX_SIZE_ENV)
 
 
-# Lock handles of processes using the cache without an ActionCache (the base
-# blob store), by lock file: held shared until the process ends or prunes.
-_joined: dict[Path, IO[str]] = {}
-_joining = threading.Lock()
-
-
 def _lock_file(cache_dir: Path) -> Path:
     return cache_dir / ACTIONS / ".lock"
 
@@ -149,14 +141,7 @@ def join_cache(cache_dir: Path) -> None:
     oci/): while any process holds it, a prune elsewhere keeps the base blobs.
     Waits while a prune holds it alone (a prune takes moments).
     """
-    lock = Path(os.path.realpath(_lock_file(cache_dir)))
-    with _joining:
-        if lock in _joined:
-            return
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        handle = lock.open("a")
-        fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-        _joined[lock] = handle
+    hold_shared(_lock_file(cache_dir))
 
 
 def blob_store(env: Mapping[str, str]) -> BlobStore:
@@ -174,54 +159,6 @@ def blob_store(env: Mapping[str, str]) -> BlobStore:
     return BlobStore(root / BASE_BLOBS)
 
 
-def _leave_joined(cache_dir: Path) -> None:
-    """Drop this process's `join_cache` hold on `cache_dir` (a prune's own process)."""
-    lock = Path(os.path.realpath(_lock_file(cache_dir)))
-    with _joining:
-        handle = _joined.pop(lock, None)
-    if handle is not None:
-        handle.close()
-
-
-class _Checked:
-    """Outputs known to hold their recorded bytes, by their stat facts (`StatMemo`).
-
-    A no-op build would otherwise hash every output in dist/ (hundreds of MB of
-    image tarballs) to learn that it is already in place. Builds in one checkout
-    take turns (dist/.lock), so one record per checkout suffices; it lives in the
-    checkout's dist/ (`checked_file`), not in the cache folder, which others may
-    write.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.memo = StatMemo(path)
-        self._lock = threading.Lock()
-        self._last: dict[str, list[object]] | None = None
-
-    def last_outputs(self, key: str) -> list[object] | None:
-        """The outputs the checkout's last build reported for the action `key` (its
-        dist/report.json, which only who can write dist/ can write), or None."""
-        with self._lock:
-            if self._last is None:
-                self._last = reported_outputs(report_file(self.memo.path.parent))
-        return self._last.get(key)
-
-    def holds(self, target: Path, sha256: str, size: int) -> bool:
-        """True if `target` was seen with `sha256` and has not changed since."""
-        try:
-            st = target.stat()
-        except OSError:
-            return False
-        return st.st_size == size and self.memo.lookup(str(target), st) == sha256
-
-    def note(self, targets: list[tuple[Path, str]]) -> None:
-        """Record that each target now holds its sha256 (it was just written or hashed)."""
-        for target, sha256 in targets:
-            with contextlib.suppress(OSError):
-                self.memo.record(str(target), target.stat(), sha256)
-        self.memo.save()
-
-
 class ActionCache:
     """Content-addressed store of action outputs."""
 
@@ -230,15 +167,15 @@ class ActionCache:
         self.root = root / ACTIONS
         self.blobs = self.root / "blobs"
         self.actions = self.root / "actions"
-        self._lock: IO[str] | None = None
+        self._lock = CacheLock(_lock_file(root))
         self._opening = threading.Lock()
-        self._checked: dict[Path, _Checked] = {}
+        self._checked: dict[Path, CheckedOutputs] = {}
         self._stored = False  # since the last auto_prune: did this process add anything?
 
-    def _checked_for(self, repo: Path) -> _Checked:
+    def _checked_for(self, repo: Path) -> CheckedOutputs:
         with self._opening:
             if repo not in self._checked:
-                self._checked[repo] = _Checked(checked_file(repo))
+                self._checked[repo] = CheckedOutputs(checked_file(repo))
             return self._checked[repo]
 
     def _entry(self, key: str) -> Path:
@@ -250,26 +187,11 @@ class ActionCache:
         The first user to find the cache idle sweeps the temporaries of killed
         builds; while any build holds the lock shared, its temporaries are live.
         """
-        with self._opening:
-            if self._lock is not None:
-                return
-            self.root.mkdir(parents=True, exist_ok=True)
-            handle = (self.root / ".lock").open("a")
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass  # another build is using the cache
-            else:
-                remove_stale_temps(self.root)
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH)
-            self._lock = handle
+        self._lock.join()
 
     def close(self) -> None:
         """Leave the cache (a later use joins again)."""
-        with self._opening:
-            if self._lock is not None:
-                self._lock.close()  # closing the file drops the lock
-                self._lock = None
+        self._lock.leave()
 
     def restore(
         self, key: str, repo: Path, declared: Declared | None = None
@@ -281,7 +203,7 @@ class ActionCache:
         logged and removed (with the bad blob), and nothing is written.
         """
         self.open()
-        in_place = self._in_place(key, repo)
+        in_place = self._checked_for(repo).in_place(key, repo)
         if in_place is not None:
             try:
                 # Recently used (pruned last); and only a key the cache holds is a hit,
@@ -319,28 +241,6 @@ class ActionCache:
         with contextlib.suppress(OSError):  # pruned meanwhile: the outputs are in place
             os.utime(self._entry(key))  # recently used: pruned last
         return restored
-
-    def _in_place(self, key: str, repo: Path) -> tuple[Artifact, ...] | None:
-        """The outputs of `key` when the checkout's last build made or restored them
-        and each is still in place unchanged (by stat, see _Checked): the no-op
-        build's path, which reads neither the entry nor the blobs."""
-        checked = self._checked_for(repo)
-        reported = checked.last_outputs(key)
-        if not reported:
-            return None
-        try:
-            artifacts = tuple(Artifact.from_json(o, repo) for o in reported)
-        except ValueError:
-            return None
-        dist = str(dist_dir(repo)) + "/"
-        if all(
-            str(a.path).startswith(dist)
-            and ".." not in a.path.parts
-            and checked.holds(a.path, a.sha256, a.size)
-            for a in artifacts
-        ):
-            return artifacts
-        return None
 
     def _files(self, outputs: object, declared: Declared) -> list[PlacedFile]:
         """The checked outputs of an entry; RefusedEntry for anything a store never writes."""
@@ -413,27 +313,6 @@ class ActionCache:
 
         return usage(self.dir)
 
-    @contextlib.contextmanager
-    def _alone(self) -> Iterator[bool]:
-        """Hold the lock alone if no other process holds it: True, else False.
-
-        This process's own holds are dropped first (a later use joins again):
-        a build prunes after its work is done.
-        """
-        self.close()
-        _leave_joined(self.dir)
-        self.root.mkdir(parents=True, exist_ok=True)
-        with _lock_file(self.dir).open("a") as handle:  # closing it drops the lock
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                alone = False
-            else:
-                alone = True
-                remove_stale_temps(self.root)
-                remove_stale_temps(self.dir / BASE_BLOBS)
-            yield alone
-
     def prune(self, max_bytes: int) -> PruneResult:
         """Remove least recently used entries, base blobs and manifests until they fit.
 
@@ -444,9 +323,9 @@ class ActionCache:
         manifests are pruned, whose readers take a vanished file as a miss. A
         blob an entry that stays names is always kept.
         """
-        from shipyard.engine.cache.usage import prune_cache
+        from shipyard.engine.cache.prune import prune_cache
 
-        with self._alone() as alone:
+        with self._lock.alone(self.root, self.dir / BASE_BLOBS) as alone:
             return prune_cache(self.dir, max_bytes, alone=alone)
 
     def auto_prune(self, limit: int | None) -> PruneResult | None:
@@ -476,11 +355,6 @@ class ActionCache:
         from shipyard.engine.cache.usage import AutoPrune
 
         return AutoPrune.load(self.dir)
-
-
-def checked_file(repo: Path) -> Path:
-    """Where the checkout at `repo` records the outputs verified in place (see _Checked)."""
-    return dist_dir(repo) / ".checked.json"
 
 
 def _size(path: Path) -> int | None:

@@ -16,7 +16,6 @@ mode 644 or 755, and only after their bytes match their digests (see
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -27,28 +26,27 @@ from pathlib import Path
 from shipyard import _json
 from shipyard._fs import TEMP_PREFIX
 from shipyard.artifacts import Artifact
-from shipyard.engine.cache.restore import (
+from shipyard.engine.cache.checks import (
     Declared,
-    PlacedFile,
     RefusedEntry,
     checked_description,
     checked_mode,
     checked_path,
     checked_sha256,
     checked_size,
-    place_files,
     stored_mode,
 )
+from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
 from shipyard.oci import mediatypes
+from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
 from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
 
 __all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache", "parse_cache_url"]
 
 ARTIFACT_TYPE = mediatypes.SHIPYARD_ACTION
 _EMPTY = b"{}"
-_EMPTY_TYPE = mediatypes.OCI_EMPTY
 _TITLE = "org.opencontainers.image.title"
 _MODE = "dev.shipyard.mode"  # octal; a zipapp stays executable
 _ABOUT = "dev.shipyard.artifact"  # JSON: the artifact's kind, binary, platform, metadata
@@ -128,36 +126,33 @@ class RemoteCache:
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Push the output blobs, an empty config, then the manifest tagged `key`."""
+        config = Descriptor.of(mediatypes.OCI_EMPTY, _EMPTY)
         with _scratch(repo) as tmp:
             empty = Path(tmp) / "empty.json"
             empty.write_bytes(_EMPTY)
-            empty_digest = "sha256:" + hashlib.sha256(_EMPTY).hexdigest()
-            self.registry.push_blob(self.repository, empty_digest, len(_EMPTY), empty)
-            layers = []
+            self.registry.push_blob(self.repository, config.digest, config.size, empty)
             for artifact in outputs:
                 digest = f"sha256:{artifact.sha256}"
                 self.registry.push_blob(self.repository, digest, artifact.size, artifact.path)
-                layers.append(
-                    {
-                        "mediaType": "application/octet-stream",
-                        "digest": digest,
-                        "size": artifact.size,
-                        "annotations": {
-                            _TITLE: str(artifact.path.relative_to(repo)),
-                            _MODE: f"{stored_mode(artifact.path):o}",
-                            _ABOUT: json.dumps(artifact.describe(), sort_keys=True),
-                        },
-                    }
-                )
-        manifest = {
-            "schemaVersion": 2,
-            "mediaType": MEDIA_OCI_MANIFEST,
-            "artifactType": ARTIFACT_TYPE,
-            "config": {"mediaType": _EMPTY_TYPE, "digest": empty_digest, "size": len(_EMPTY)},
-            "layers": layers,
-        }
-        data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+        layers = [_layer(artifact, repo) for artifact in outputs]
+        data = artifact_manifest_json(ARTIFACT_TYPE, config, layers)
         self.registry.put_manifest(self.repository, key, data, MEDIA_OCI_MANIFEST)
+
+
+def _layer(artifact: Artifact, repo: Path) -> Descriptor:
+    """The layer of a cache manifest that holds `artifact`: its bytes, and where it goes,
+    its mode and what it is as annotations."""
+    notes = {
+        _TITLE: str(artifact.path.relative_to(repo)),
+        _MODE: f"{stored_mode(artifact.path):o}",
+        _ABOUT: json.dumps(artifact.describe(), sort_keys=True),
+    }
+    return Descriptor(
+        mediatypes.OCTET_STREAM,
+        f"sha256:{artifact.sha256}",
+        artifact.size,
+        annotations=as_annotations(notes),
+    )
 
 
 def _layers(data: bytes, declared: Declared) -> list[PlacedFile] | None:

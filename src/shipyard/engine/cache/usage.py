@@ -1,4 +1,4 @@
-"""What the cache folder holds, part by part, and pruning it by least recent use.
+"""What the cache folder holds, part by part, against its limit (`shipyard cache info`).
 
 The cache folder (`default_cache_dir`) holds what builds store there:
 
@@ -14,39 +14,51 @@ code, in use by running programs): it is shown, never pruned, and does not count
 against the size limit.
 
 Use is recorded in mtimes: an action entry is touched when it is a hit, a base
-blob when a build uses it, a manifest when written. Pruning removes the least
-recently used files of every part, oldest first, until the parts fit; a blob of
-the action cache goes when no remaining entry names it. What a build running
-elsewhere may hold is kept (see `ActionCache.prune` for the lock that tells).
+blob when a build uses it, a manifest when written; `shipyard.engine.cache.prune`
+removes the least recently used first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import logging
 import os
 import re
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard._fs import TEMP_PREFIX, atomic_write
-from shipyard.engine.cache.local import ACTIONS, BASE_BLOBS, MANIFESTS, METADATA, SDIST_WHEELS
+from shipyard.engine.cache.local import (
+    ACTIONS,
+    BASE_BLOBS,
+    MANIFESTS,
+    MAX_SIZE_ENV,
+    METADATA,
+    SDIST_WHEELS,
+    ActionCache,
+    cache_limit,
+)
+
+if TYPE_CHECKING:
+    from shipyard.engine.cache.prune import PruneResult
 
 __all__ = [
     "AutoPrune",
+    "CacheInfo",
     "CachePart",
     "CacheUsage",
-    "PruneResult",
+    "File",
+    "cache_info",
     "human_size",
-    "prune_cache",
+    "is_entry",
+    "is_temporary",
+    "listed",
     "usage",
 ]
-
-_log = logging.getLogger(__name__)
 
 _PARTS = {
     ACTIONS: "action cache",
@@ -70,16 +82,18 @@ def human_size(size: int) -> str:
 
 
 @dataclass(frozen=True)
-class _File:
+class File:
+    """A regular file of the cache folder: its path, size and last use (mtime)."""
+
     path: Path
     size: int
     mtime: float
 
 
-def _files(folder: Path) -> list[_File]:
+def listed(folder: Path) -> list[File]:
     """Every regular file under `folder` (none when it is missing); files that vanish
     while they are listed (another build, another prune) are left out."""
-    found: list[_File] = []
+    found: list[File] = []
     pending = [folder]
     while pending:
         try:
@@ -96,7 +110,7 @@ def _files(folder: Path) -> list[_File]:
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    found.append(_File(Path(item.path), st.st_size, st.st_mtime))
+                    found.append(File(Path(item.path), st.st_size, st.st_mtime))
     return found
 
 
@@ -134,19 +148,19 @@ class CacheUsage:
 
 
 def _part(root: Path, folder: str) -> CachePart:
-    files = _files(root / folder)
+    files = listed(root / folder)
     size = sum(f.size for f in files)
     counts: tuple[tuple[str, int], ...]
     if folder == ACTIONS:
-        entries = sum(1 for f in files if f.path.parent.name == "actions" and _entry(f))
-        blobs = sum(1 for f in files if f.path.parent.name == "blobs" and not _temporary(f))
+        entries = sum(1 for f in files if f.path.parent.name == "actions" and is_entry(f))
+        blobs = sum(1 for f in files if f.path.parent.name == "blobs" and not is_temporary(f))
         counts = (("entries", entries), ("blobs", blobs))
     elif folder == BASE_BLOBS:
         blobs = sum(1 for f in files if _HEX64.fullmatch(f.path.name))
-        notes = sum(1 for f in files if not _HEX64.fullmatch(f.path.name) and not _temporary(f))
+        notes = sum(1 for f in files if not _HEX64.fullmatch(f.path.name) and not is_temporary(f))
         counts = (("blobs", blobs), ("notes", notes))
     elif folder in (MANIFESTS, METADATA):
-        counts = (("entries", sum(1 for f in files if _entry(f))),)
+        counts = (("entries", sum(1 for f in files if is_entry(f))),)
     elif folder == SDIST_WHEELS:
         counts = (("wheels", sum(1 for f in files if f.path.suffix == ".whl")),)
     else:
@@ -164,128 +178,14 @@ def usage(root: Path) -> CacheUsage:
     return CacheUsage(root, tuple(_part(root, folder) for folder in (*_PARTS, *others)))
 
 
-@dataclass(frozen=True)
-class PruneResult:
-    """What `prune` removed and kept.
-
-    `shared`: another build was using the cache, so base blobs (`oci/`) and
-    blobs no entry names (perhaps one that build is storing) were kept.
-    """
-
-    removed_entries: int
-    removed_bytes: int
-    kept_bytes: int
-    removed_files: int = 0
-    shared: bool = False
-
-
-def _temporary(file: _File) -> bool:
+def is_temporary(file: File) -> bool:
+    """A temporary a build or prune is writing (or a killed one left)."""
     return file.path.name.startswith(TEMP_PREFIX)
 
 
-def _entry(file: _File) -> bool:
-    return file.path.suffix == ".json" and not _temporary(file)
-
-
-def _named(entry: Path) -> set[str]:
-    """The blobs an action entry names (none when it is unreadable: it goes like any)."""
-    try:
-        outputs = json.loads(entry.read_bytes())["outputs"]
-        return {o["sha256"] for o in outputs if isinstance(o.get("sha256"), str)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return set()
-
-
-def _unlink(path: Path) -> bool:
-    """Remove `path`; False when it could not be (gone already counts as removed)."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return True
-    except OSError as exc:
-        _log.warning("cache prune: cannot remove %s: %s", path, exc.strerror)
-        return False
-    return True
-
-
-def prune_cache(root: Path, max_bytes: int, *, alone: bool) -> PruneResult:
-    """Remove the least recently used files of every part of `root` until the parts
-    fit in `max_bytes`.
-
-    Units go oldest first (by mtime): an action entry (with the blobs no other
-    entry names), a validated manifest, a base blob or note. A blob an entry that
-    stays names is never removed. Unless `alone` (no other build holds the
-    cache), the base blobs and the blobs no entry named before the prune began
-    are kept: a running build may be using the first and storing the second.
-    Temporaries are left to the sweep of a build or prune that is alone
-    (`ActionCache.open`, `ActionCache.prune`).
-    """
-    total = usage(root).managed
-    actions = root / ACTIONS / "actions"
-    blobs = {f.path.name: f for f in _files(root / ACTIONS / "blobs") if not _temporary(f)}
-    named: dict[Path, set[str]] = {}
-    holders: dict[str, int] = {}
-    units: list[tuple[float, str, _File]] = []
-    for entry in _files(actions):
-        if _entry(entry):
-            named[entry.path] = _named(entry.path)
-            for sha256 in named[entry.path]:
-                holders[sha256] = holders.get(sha256, 0) + 1
-            units.append((entry.mtime, "entry", entry))
-    for manifest in (
-        *_files(root / MANIFESTS),
-        *_files(root / METADATA),
-        *_files(root / SDIST_WHEELS),
-    ):
-        if not _temporary(manifest):
-            units.append((manifest.mtime, "file", manifest))
-    if alone:
-        for name, blob in blobs.items():
-            if not holders.get(name):
-                units.append((float("-inf"), "file", blob))  # no entry names it: garbage
-        for file in _files(root / BASE_BLOBS):
-            if not _temporary(file):
-                units.append((file.mtime, "file", file))
-    units.sort(key=lambda unit: (unit[0], str(unit[2].path)))
-    removed_entries = removed_files = removed_bytes = 0
-    for _, kind, unit in units:
-        if total <= max_bytes:
-            break
-        if not _unlink(unit.path):
-            continue
-        total -= unit.size
-        removed_bytes += unit.size
-        if kind == "file":
-            removed_files += 1
-            continue
-        removed_entries += 1
-        for sha256 in named[unit.path]:
-            holders[sha256] -= 1
-            freed = blobs.get(sha256)
-            if holders[sha256] == 0 and freed is not None and _unlink(freed.path):
-                total -= freed.size
-                removed_bytes += freed.size
-                removed_files += 1
-    if alone and removed_files:
-        for note in _dangling_notes(root / BASE_BLOBS / "sha256"):
-            if _unlink(note.path):
-                total -= note.size
-                removed_bytes += note.size
-                removed_files += 1
-    return PruneResult(removed_entries, removed_bytes, total, removed_files, not alone)
-
-
-def _dangling_notes(folder: Path) -> list[_File]:
-    """The `.diff` notes whose gzip blob is gone (they could only ever miss)."""
-    dangling = []
-    for note in _files(folder):
-        if note.path.suffix != ".diff":
-            continue
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-            digest = str(json.loads(note.path.read_bytes())["digest"])
-            if not (folder / digest.partition(":")[2]).is_file():
-                dangling.append(note)
-    return dangling
+def is_entry(file: File) -> bool:
+    """An entry of the action cache, a validated manifest or project metadata."""
+    return file.path.suffix == ".json" and not is_temporary(file)
 
 
 @dataclass(frozen=True)
@@ -324,3 +224,24 @@ class AutoPrune:
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What `shipyard cache info` reports: each part, the limit and the last automatic look."""
+
+    dir: Path
+    usage: CacheUsage
+    limit: int | None  # None: the automatic prune is off
+    setting: str | None  # $SHIPYARD_CACHE_MAX_SIZE as set, if it is
+    last: AutoPrune | None
+
+
+def cache_info(cache_dir: Path, env: Mapping[str, str]) -> CacheInfo:
+    """The parts of the cache folder `cache_dir`, its limit ($SHIPYARD_CACHE_MAX_SIZE,
+    default 10G; UsageError when it does not read) and the last automatic prune."""
+    cache = ActionCache(cache_dir)
+    limit = cache_limit(env)
+    return CacheInfo(
+        cache.dir, cache.usage(), limit, env.get(MAX_SIZE_ENV), cache.last_auto_prune()
+    )

@@ -20,8 +20,8 @@ import pytest
 from shipyard.builders.image import ImageBuilder, entry_script, split_site
 from shipyard.builders.resolve import Distribution, Locked, Resolution
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layer import BlobStore, Entry, write_layer
@@ -150,7 +150,7 @@ def _names(layer: Layer) -> dict[str, int]:
 
 def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) -> None:
     resolver = StandIn()
-    outcome = Wrapped(ImageBuilder(resolver)).run(_action(repo), _ctx(repo), _deps(repo))
+    outcome = wrapped(ImageBuilder(resolver)).run(_action(repo), _ctx(repo), _deps(repo))
     assert sorted(resolver.calls) == sorted(PLATFORMS)
     paths = {a.path.relative_to(repo).as_posix() for a in outcome.outputs}
     assert {"dist/images/app/index.json", "dist/images/app/oci-layout"} <= paths
@@ -212,8 +212,8 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
 
 
 def test_two_builds_give_identical_bytes(repo: Path) -> None:
-    first = Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo, "one"), _deps(repo))
-    second = Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo, "two"), _deps(repo))
+    first = wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo, "one"), _deps(repo))
+    second = wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo, "two"), _deps(repo))
     a = {x.path.relative_to(repo / "one").as_posix(): x.sha256 for x in first.outputs}
     b = {x.path.relative_to(repo / "two").as_posix(): x.sha256 for x in second.outputs}
     differ = sorted(n for n in a.keys() | b.keys() if a.get(n) != b.get(n))
@@ -223,7 +223,7 @@ def test_two_builds_give_identical_bytes(repo: Path) -> None:
 
 @pytest.mark.parametrize("native", [False, True])
 def test_only_platforms_with_equal_sites_share_layers(repo: Path, native: bool) -> None:
-    Wrapped(ImageBuilder(StandIn(native=native))).run(_action(repo), _ctx(repo), _deps(repo))
+    wrapped(ImageBuilder(StandIn(native=native))).run(_action(repo), _ctx(repo), _deps(repo))
     found = read_layout(repo / "dist" / "images" / "app", [Platform.parse(p) for p in PLATFORMS])
     amd, arm = (image for image, _ in found.values())
     assert (amd.layers[1].descriptor == arm.layers[1].descriptor) is not native
@@ -232,32 +232,32 @@ def test_only_platforms_with_equal_sites_share_layers(repo: Path, native: bool) 
 
 def test_missing_base_or_wheel_is_a_build_error(repo: Path) -> None:
     with pytest.raises(BuildError, match="no base image"):
-        Wrapped(ImageBuilder(StandIn())).run(_action(repo, base=None), _ctx(repo), _deps(repo))
+        wrapped(ImageBuilder(StandIn())).run(_action(repo, base=None), _ctx(repo), _deps(repo))
     with pytest.raises(BuildError, match="no wheel"):
-        Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), ())
+        wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), ())
     docker = dataclasses.replace(
         _action(repo), image=ImageSettings(base="oci-layout:base", dockerfile="D")
     )
     with pytest.raises(BuildError, match="Docker engine"):
-        Wrapped(ImageBuilder(StandIn())).run(docker, _ctx(repo), _deps(repo))
+        wrapped(ImageBuilder(StandIn())).run(docker, _ctx(repo), _deps(repo))
     with pytest.raises(BuildError, match="does not exist"):
-        Wrapped(ImageBuilder(StandIn())).run(
+        wrapped(ImageBuilder(StandIn())).run(
             _action(repo, "oci-layout:gone"), _ctx(repo), _deps(repo)
         )
 
 
 def test_the_key_follows_settings_and_base_but_not_the_output_folder(repo: Path) -> None:
     builder = ImageBuilder(StandIn())
-    key = Wrapped(builder).key(_action(repo), _ctx(repo), _deps(repo))
-    assert key == Wrapped(builder).key(_action(repo), _ctx(repo, "elsewhere"), _deps(repo))
-    other = Wrapped(builder).key(
+    key = wrapped(builder).key(_action(repo), _ctx(repo), _deps(repo))
+    assert key == wrapped(builder).key(_action(repo), _ctx(repo, "elsewhere"), _deps(repo))
+    other = wrapped(builder).key(
         _action(repo, "oci-layout:base,rootfs:x;linux/amd64"), _ctx(repo), ()
     )
     assert other != key
     retagged = _action(repo)
     assert retagged.image is not None
     pushed = dataclasses.replace(retagged.image, tags=("other",), hubs=("127.0.0.1:5000/x",))
-    same = Wrapped(builder).key(
+    same = wrapped(builder).key(
         dataclasses.replace(retagged, image=pushed), _ctx(repo), _deps(repo)
     )
     assert same == key, "where an image is pushed does not change what is built"
@@ -297,7 +297,7 @@ def test_split_site_reads_record_including_quoted_names(tmp_path: Path) -> None:
 
 
 def test_docker_archives_name_their_tags(repo: Path) -> None:
-    Wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), _deps(repo))
+    wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), _deps(repo))
     with tarfile.open(repo / "dist" / "images" / "app-1.2.3-linux_arm64.tar") as tar:
         handle = tar.extractfile("manifest.json")
         assert handle is not None

@@ -20,8 +20,8 @@ from shipyard.artifacts import Distribution, Metadata
 from shipyard.builders.image import DEPS_SITE, LIBS_SITE, SHARED_EPOCH, ImageBuilder, entry_script
 from shipyard.builders.resolve import Locked, uv_binary
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layout import read_layout
@@ -104,7 +104,7 @@ def _images(ctx: BuildContext, binary: str = "app") -> dict[str, Image]:
 
 
 def _build(repo: Repo, action: Action, ctx: BuildContext, *deps: Artifact) -> dict[str, Image]:
-    Wrapped(ImageBuilder()).run(action, ctx, deps)
+    wrapped(ImageBuilder()).run(action, ctx, deps)
     return _images(ctx, action.binaries[0])
 
 
@@ -213,10 +213,10 @@ def _lock(repo: Repo, version: str) -> Path:
 
 def test_the_requirements_lock_pins_an_old_version_over_a_newer_one(repo: Repo) -> None:
     app, lib = _app(repo), _lib(repo)
-    Wrapped(ImageBuilder()).run(_action(repo), repo.ctx("loose"), (app, lib))
+    wrapped(ImageBuilder()).run(_action(repo), repo.ctx("loose"), (app, lib))
     _lock(repo, "1.0")
     locked_action = _action(repo, requirements=Path("locks/app.txt"))
-    locked = Wrapped(ImageBuilder()).run(locked_action, repo.ctx("locked"), (app, lib))
+    locked = wrapped(ImageBuilder()).run(locked_action, repo.ctx("locked"), (app, lib))
 
     def shipped(outcome_dist: str) -> set[str]:
         images = _images(repo.ctx(outcome_dist))
@@ -240,11 +240,11 @@ def test_the_lock_file_is_handed_to_the_resolver_with_the_wheels_own_first(repo:
     resolver = StandIn(native=False)
     app, lib = _app(repo), _lib(repo)
     action = _action(repo, requirements=Path("locks/app.txt"))
-    Wrapped(ImageBuilder(resolver)).run(action, repo.ctx("dist"), (lib, app))
+    wrapped(ImageBuilder(resolver)).run(action, repo.ctx("dist"), (lib, app))
     assert resolver.requirements == [Locked(lock)] * 2, "a user's lock: resolved"
     assert resolver.wheels == [[app.path, lib.path]] * 2, "the binary's own wheel first"
     resolver = StandIn(native=False)
-    Wrapped(ImageBuilder(resolver)).run(_action(repo), repo.ctx("free"), (app, lib))
+    wrapped(ImageBuilder(resolver)).run(_action(repo), repo.ctx("free"), (app, lib))
     assert resolver.requirements == [None, None], "no lock: resolved from the index"
 
 
@@ -253,9 +253,9 @@ def test_the_own_wheel_is_the_projects_and_one_wheel_is_needed_without_a_project
 ) -> None:
     app, lib = _app(repo), _lib(repo)
     with pytest.raises(BuildError, match="no single wheel of acme-app among its inputs"):
-        Wrapped(ImageBuilder(StandIn())).run(_action(repo), repo.ctx("a"), (lib,))
+        wrapped(ImageBuilder(StandIn())).run(_action(repo), repo.ctx("a"), (lib,))
     with pytest.raises(BuildError, match="no wheel among its inputs"):
-        Wrapped(ImageBuilder(StandIn())).run(_action(repo, project=""), repo.ctx("b"), (app, lib))
+        wrapped(ImageBuilder(StandIn())).run(_action(repo, project=""), repo.ctx("b"), (app, lib))
 
 
 def test_the_entry_script_puts_own_then_libraries_then_dependencies_first(tmp_path: Path) -> None:
@@ -292,6 +292,6 @@ def test_a_lock_with_a_wrong_hash_fails_the_image_as_it_fails_the_zipapp(repo: R
     lock.write_text(lock.read_text().replace("sha256:", "sha256:0", 1)[:-2] + "\n")
     action = _action(repo, requirements=Path("locks/app.txt"))
     with pytest.raises(BuildError) as caught:
-        Wrapped(ImageBuilder()).run(action, repo.ctx("tampered"), (app, lib))
+        wrapped(ImageBuilder()).run(action, repo.ctx("tampered"), (app, lib))
     assert "hash" in str(caught.value).lower(), caught.value
     assert "thirdparty" in str(caught.value).lower() or caught.value.log is not None

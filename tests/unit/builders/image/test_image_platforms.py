@@ -16,8 +16,8 @@ import pytest
 from shipyard.builders.image import BUILD_NOTE, ImageBuilder
 from shipyard.engine.context import Outcome
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact
-from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError, ShipyardError, UsageError
 from shipyard.oci.archive import archive_tags, platform_suffix
 from shipyard.oci.layout import layout_tops
@@ -34,7 +34,7 @@ AMD, ARM = "linux/amd64", "linux/arm64"
 def _build(root: Path, platforms: tuple[str, ...], version: str = "1.2.3") -> Outcome:
     action = dataclasses.replace(_action(root), platforms=platforms)
     ctx = dataclasses.replace(_ctx(root), stamp=Stamp(version, "abc123", False, EPOCH))
-    return Wrapped(ImageBuilder(StandIn())).run(action, ctx, _deps(root))
+    return wrapped(ImageBuilder(StandIn())).run(action, ctx, _deps(root))
 
 
 def _layout(root: Path) -> Path:
@@ -138,7 +138,7 @@ def test_an_entry_point_missing_from_the_wheel_fails_before_any_layer(repo: Path
     deps = (Artifact("wheel", "", "py3-none-any", wheel, "0" * 64, wheel.stat().st_size),)
     action = dataclasses.replace(_action(repo), entrypoint="notes.cli:main")
     with pytest.raises(BuildError) as caught:
-        Wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), deps)
+        wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), deps)
     cause = caught.value.__cause__
     assert isinstance(cause, ShipyardError) and cause.exit_code == 2  # bad input
     assert "entrypoint notes.cli:main: no module notes in app's wheel" in str(caught.value)
@@ -149,13 +149,13 @@ def test_an_entry_point_missing_from_the_wheel_fails_before_any_layer(repo: Path
     # The same wheel with the module builds.
     good = make_wheel(repo / "good", "app", "1.2.3", files={"notes/cli.py": "def main(): 0\n"})
     ok = (Artifact("wheel", "", "py3-none-any", good, "1" * 64, good.stat().st_size),)
-    Wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), ok)
+    wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), ok)
 
 
 def test_an_image_action_without_an_entry_point_is_refused(repo: Path) -> None:
     action: Action = dataclasses.replace(_action(repo), entrypoint="")
     with pytest.raises(BuildError, match="no entrypoint"):
-        Wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), _deps(repo))
+        wrapped(ImageBuilder(StandIn())).run(action, _ctx(repo), _deps(repo))
 
 
 def test_each_platform_tarball_has_tags_of_its_own(repo: Path) -> None:

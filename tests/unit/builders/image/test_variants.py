@@ -27,7 +27,7 @@ from shipyard.builders.kinds import ImageKinds
 from shipyard.builders.resolve import Resolution
 from shipyard.engine.keys import canonical
 from shipyard.engine.plan import Action
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.manifest import Variant
@@ -183,7 +183,7 @@ def _layout_base(folder: Path, marker: bytes, *, busybox: bool = False) -> None:
 
 def _build(root: Path, settings: ImageSettings, **changes: Any) -> tuple[Artifact, ...]:
     action = dataclasses.replace(_action(root), image=settings, **changes)
-    outcome = Wrapped(ImageBuilder(Resolver())).run(action, _ctx(root), _deps(root))
+    outcome = wrapped(ImageBuilder(Resolver())).run(action, _ctx(root), _deps(root))
     return outcome.outputs
 
 

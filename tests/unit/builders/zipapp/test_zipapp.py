@@ -28,8 +28,8 @@ from shipyard.builders.zipapp import (
 )
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.stamp import Stamp
 from tests.unit.builders.test_resolve import X86, make_wheel, offline_env
@@ -196,7 +196,7 @@ def _key(
     builder: ZipappBuilder, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...]
 ) -> str:
     """The key the engine computes for `action` from the builder's declared inputs."""
-    return Wrapped(builder).key(action, ctx, deps).digest
+    return wrapped(builder).key(action, ctx, deps).digest
 
 
 def _action(*platforms: str) -> Action:
@@ -207,7 +207,7 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
     builder = ZipappBuilder(lambda action: ZipappOptions("app:main"))
     action = _action("linux/amd64", "linux/arm64")
-    outcome = Wrapped(builder).run(action, ctx, (wheel,))
+    outcome = wrapped(builder).run(action, ctx, (wheel,))
     (artifact,) = outcome.outputs
     assert artifact.path == ctx.dist / "zipapps" / "app-1.2.3.pyz"
     assert artifact.path.stat().st_mode & 0o777 == 0o755
@@ -222,7 +222,7 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
     assert info["created"] == "2023-11-14T22:13:20Z" and info["entrypoint"] == "app:main"
     assert info["distributions"] == {"app": "1.0", "helper": "2.0"}
     first = artifact.path.read_bytes()
-    Wrapped(builder).run(action, ctx, (wheel,))
+    wrapped(builder).run(action, ctx, (wheel,))
     assert artifact.path.read_bytes() == first
     assert not [p for p in ctx.dist.iterdir() if p.name.startswith(".tmp-")]
 
@@ -230,20 +230,20 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
 def test_native_dependencies_make_one_zipapp_per_platform(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper", "fast")
     builder = ZipappBuilder(lambda action: ZipappOptions("app:main", compress=False))
-    outcome = Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
+    outcome = wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
     assert [a.path.name for a in outcome.outputs] == ["app-1.2.3-linux_amd64.pyz"]
     with zipfile.ZipFile(outcome.outputs[0].path) as archive:
         info = json.loads(archive.read(boot.BUILD_INFO))
     assert (info["platform"], info["native"]) == ("linux/amd64", True)
     with pytest.raises(BuildError, match="no wheel of fast for linux/arm64"):
-        Wrapped(builder).run(_action("linux/amd64", "linux/arm64"), ctx, (wheel,))
+        wrapped(builder).run(_action("linux/amd64", "linux/arm64"), ctx, (wheel,))
 
 
 def test_an_entrypoint_outside_the_resolution_is_a_build_error(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
     builder = ZipappBuilder(lambda action: ZipappOptions("nosuch.cli:main"))
     with pytest.raises(BuildError, match=r"no module nosuch in app's wheel"):
-        Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
+        wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
     assert not (ctx.dist / "zipapps").exists()
 
 
@@ -262,7 +262,7 @@ def test_a_wrong_name_inside_the_package_is_bad_input_at_build(
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
     builder = ZipappBuilder(lambda action: ZipappOptions(entrypoint))
     with pytest.raises(BuildError) as caught:
-        Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
+        wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
     assert f"entrypoint {entrypoint}: {problem} (linux/amd64)" in str(caught.value)
     cause = caught.value.__cause__
     assert isinstance(cause, ShipyardError) and cause.exit_code == 2
@@ -272,9 +272,9 @@ def test_a_wrong_name_inside_the_package_is_bad_input_at_build(
 def test_missing_inputs_are_build_errors_before_anything_runs(tmp_path: Path) -> None:
     ctx, wheel = _ctx(tmp_path), _wheel(tmp_path)
     with pytest.raises(BuildError, match="no entrypoint"):
-        Wrapped(ZipappBuilder()).run(_action("linux/amd64"), ctx, (wheel,))
+        wrapped(ZipappBuilder()).run(_action("linux/amd64"), ctx, (wheel,))
     with pytest.raises(BuildError, match="expected the wheel"):
-        Wrapped(ZipappBuilder(lambda a: ZipappOptions("app:main"))).run(
+        wrapped(ZipappBuilder(lambda a: ZipappOptions("app:main"))).run(
             _action("linux/amd64"), ctx, ()
         )
 

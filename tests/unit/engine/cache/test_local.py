@@ -13,8 +13,8 @@ from shipyard.engine.cache import local as cache_module
 from shipyard.engine.cache.local import ActionCache, default_cache_dir
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 
 
@@ -53,7 +53,7 @@ def _setup(tmp_path: Path) -> tuple[BuildContext, Action, ActionCache]:
 def test_hit_restores_without_building(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    builder = Wrapped(inner, cache)
+    builder = wrapped(inner, cache)
     first = builder.run(action, ctx, ())
     assert not first.cached and inner.builds == 1
     (ctx.dist / "wheels" / "x.whl").unlink()
@@ -66,18 +66,18 @@ def test_hit_restores_without_building(tmp_path: Path) -> None:
 def test_changed_input_misses_and_force_rebuilds(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    Wrapped(inner, cache).run(action, ctx, ())
+    wrapped(inner, cache).run(action, ctx, ())
     inner.salt = "b"
-    assert not Wrapped(inner, cache).run(action, ctx, ()).cached
-    assert not Wrapped(inner, cache, force=True).run(action, ctx, ()).cached
+    assert not wrapped(inner, cache).run(action, ctx, ()).cached
+    assert not wrapped(inner, cache, force=True).run(action, ctx, ()).cached
     assert inner.builds == 3
 
 
 def test_damaged_entry_is_a_miss_not_an_error(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    Wrapped(inner, cache).run(action, ctx, ())
-    key = Wrapped(inner, cache).key(action, ctx, ()).digest
+    wrapped(inner, cache).run(action, ctx, ())
+    key = wrapped(inner, cache).key(action, ctx, ()).digest
     for blob in cache.blobs.iterdir():
         blob.unlink()
     assert cache.restore(key, tmp_path) is None
@@ -120,7 +120,7 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
 ) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    Wrapped(inner, cache).run(action, ctx, ())
+    wrapped(inner, cache).run(action, ctx, ())
     out = ctx.dist / "wheels" / "x.whl"
     hashed: list[Path] = []
     real = sha256_file
@@ -132,15 +132,15 @@ def test_outputs_in_place_are_not_hashed_again_until_they_change(
     monkeypatch.setattr(cache_module, "sha256_file", counting)
     fresh = ActionCache(tmp_path / "cache")  # a new process: the record is on disk
     for _ in range(3):
-        assert Wrapped(inner, fresh).run(action, ctx, ()).cached
+        assert wrapped(inner, fresh).run(action, ctx, ()).cached
     assert hashed == []  # the stat facts match what the build recorded
     out.write_text("content b")  # same size, other bytes: the stat facts change
-    outcome = Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
+    outcome = wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert outcome.cached and inner.builds == 1
     assert hashed == [out]
     assert out.read_text() == "content a"  # restored from the cache
     hashed.clear()
-    assert Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ()).cached
+    assert wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ()).cached
     assert hashed == []
 
 
@@ -155,7 +155,7 @@ def test_a_builder_may_refuse_what_the_cache_restores(tmp_path: Path) -> None:
             return self.accept
 
     inner = Picky()
-    Wrapped(inner, cache).run(action, ctx, ())
-    assert Wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 1
+    wrapped(inner, cache).run(action, ctx, ())
+    assert wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 1
     inner.accept = False
-    assert not Wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 2
+    assert not wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.engine.cache.local import ActionCache
-from shipyard.engine.wrapper import Wrapped
+from shipyard.engine.run import wrapped
 from shipyard.errors import UsageError
 from shipyard.files.sources import GitIgnored, tree_hash
 from shipyard.files.statcache import StatMemo
@@ -97,7 +97,7 @@ def _report(ctx_root: Path, key: str, outputs: list[dict[str, object]]) -> None:
 def test_a_no_op_hit_reads_neither_the_entry_nor_the_blobs(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    first = Wrapped(inner, cache).run(action, ctx, ())
+    first = wrapped(inner, cache).run(action, ctx, ())
     _report(tmp_path, first.inputs, [a.to_json(tmp_path) for a in first.outputs])
     # With its entry unreadable and its blob gone the cache could restore nothing:
     # only the checkout's own record of what is in place can answer (the entry
@@ -105,7 +105,7 @@ def test_a_no_op_hit_reads_neither_the_entry_nor_the_blobs(tmp_path: Path) -> No
     for path in cache.blobs.iterdir():
         path.unlink()
     (cache.actions / f"{first.inputs}.json").write_text("not json")
-    again = Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
+    again = wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert again.cached and inner.builds == 1
     assert again.outputs == first.outputs
 
@@ -113,11 +113,11 @@ def test_a_no_op_hit_reads_neither_the_entry_nor_the_blobs(tmp_path: Path) -> No
 def test_an_output_changed_since_the_report_is_restored_from_the_cache(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    first = Wrapped(inner, cache).run(action, ctx, ())
+    first = wrapped(inner, cache).run(action, ctx, ())
     _report(tmp_path, first.inputs, [a.to_json(tmp_path) for a in first.outputs])
     out = ctx.dist / "wheels" / "x.whl"
     out.write_text("tampered!")  # same size: the stat facts still change
-    again = Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
+    again = wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert again.cached and inner.builds == 1
     assert out.read_text() == "content a"
 
@@ -125,12 +125,12 @@ def test_an_output_changed_since_the_report_is_restored_from_the_cache(tmp_path:
 def test_a_report_naming_files_outside_dist_is_not_trusted(tmp_path: Path) -> None:
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    first = Wrapped(inner, cache).run(action, ctx, ())
+    first = wrapped(inner, cache).run(action, ctx, ())
     elsewhere = tmp_path / "elsewhere.whl"
     elsewhere.write_text("content a")
     forged = [{**first.outputs[0].to_json(tmp_path), "path": "elsewhere.whl"}]
     _report(tmp_path, first.inputs, forged)
-    again = Wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
+    again = wrapped(inner, ActionCache(tmp_path / "cache")).run(action, ctx, ())
     assert again.cached
     assert [a.path for a in again.outputs] == [ctx.dist / "wheels" / "x.whl"]
 
@@ -140,9 +140,9 @@ def test_outputs_in_place_do_not_hide_an_empty_cache(tmp_path: Path) -> None:
     because dist/ already holds the outputs: a registry cache behind it, too."""
     ctx, action, cache = _setup(tmp_path)
     inner = Counting()
-    first = Wrapped(inner, cache).run(action, ctx, ())
+    first = wrapped(inner, cache).run(action, ctx, ())
     _report(tmp_path, first.inputs, [a.to_json(tmp_path) for a in first.outputs])
     fresh = ActionCache(tmp_path / "other-cache")
-    again = Wrapped(inner, fresh).run(action, ctx, ())
+    again = wrapped(inner, fresh).run(action, ctx, ())
     assert not again.cached and inner.builds == 2
     assert (fresh.actions / f"{again.inputs}.json").is_file()

@@ -26,20 +26,19 @@ from pathlib import Path
 import pytest
 
 from shipyard._fs import sha256_file
-from shipyard.engine.cache.local import ActionCache
-from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache
-from shipyard.engine.cache.restore import (
+from shipyard.engine.cache.checks import (
     Declared,
-    PlacedFile,
     RefusedEntry,
     checked_description,
     checked_path,
-    place_files,
 )
+from shipyard.engine.cache.local import ActionCache
+from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache
+from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST
 from shipyard.oci.remote.transport import NotFound
 from shipyard.stamp import Stamp
@@ -254,7 +253,7 @@ def _attempt(
     problems: list[str] = []
     try:
         with caplog.at_level(logging.WARNING, logger="shipyard"):
-            outcome = Wrapped(scene.builder, store.cache).run(scene.action, scene.ctx, ())
+            outcome = wrapped(scene.builder, store.cache).run(scene.action, scene.ctx, ())
     except Exception as exc:  # the bug: the build failed instead of missing
         leftover = sorted(set(_tree(scene.ctx.dist)) - set(before))
         return [f"the build failed: {type(exc).__name__}: {exc}; dist/ gained {leftover}"]
@@ -290,7 +289,7 @@ def test_a_long_name_that_fits_restores(store: str, tmp_path: Path) -> None:
     scene = _scene(tmp_path)
     cache = STORES[store](tmp_path)
     cache.poison([Output(APP + "a" * 250, data=GOOD)])
-    outcome = Wrapped(scene.builder, cache.cache).run(scene.action, scene.ctx, ())
+    outcome = wrapped(scene.builder, cache.cache).run(scene.action, scene.ctx, ())
     assert outcome.cached and scene.builder.found == []
     assert (scene.ctx.dist / "images" / "app" / ("a" * 250)).read_bytes() == GOOD
 
@@ -344,7 +343,7 @@ def test_a_record_in_the_shared_cache_vouches_for_nothing(tmp_path: Path) -> Non
     # output with the right stat facts passed, unhashed, for the entry's bytes.
     scene = _scene(tmp_path)
     store = LocalStore(tmp_path)
-    Wrapped(scene.builder, store.cache).run(scene.action, scene.ctx, ())
+    wrapped(scene.builder, store.cache).run(scene.action, scene.ctx, ())
     index = scene.ctx.dist / "images" / "app" / "index.json"
     index.write_bytes(b'{"schemaVersion": 9}')  # stale bytes of the same size
     assert len(index.read_bytes()) == len(GOOD)
@@ -356,7 +355,7 @@ def test_a_record_in_the_shared_cache_vouches_for_nothing(tmp_path: Path) -> Non
     where.parent.mkdir(parents=True, exist_ok=True)
     where.write_text(json.dumps(forged))
     fresh = ActionCache(tmp_path / "cache")  # a new process: records are read from disk
-    assert Wrapped(scene.builder, fresh).run(scene.action, scene.ctx, ()).cached
+    assert wrapped(scene.builder, fresh).run(scene.action, scene.ctx, ()).cached
     assert index.read_bytes() == GOOD  # hashed, found stale, restored
     assert (scene.ctx.dist / ".checked.json").is_file()  # the checkout's own record
 

@@ -22,11 +22,10 @@ import pytest
 
 from shipyard._fs import sha256_file
 from shipyard.engine.cache.local import ActionCache
-from shipyard.engine.cache.restore import Declared, RefusedEntry, checked_path, declared_outputs
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
+from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
-from shipyard.engine.wrapper import Wrapped
 from shipyard.stamp import Stamp
 from tests.reliability import record
 
@@ -103,7 +102,7 @@ def _scene(tmp_path: Path) -> Scene:
     action = Action("wheel:x", "wheel", ("x",), repo)
     cache = ActionCache(tmp_path / "cache")
     builder = Honest()
-    Wrapped(builder, cache).run(action, ctx, ())  # the honest entry and blob
+    wrapped(builder, cache).run(action, ctx, ())  # the honest entry and blob
     (ctx.dist / "wheels" / "x.whl").unlink()  # a clean checkout: the restore must write
     return Scene(tmp_path, repo, cache, outside, ctx, action, builder)
 
@@ -196,7 +195,7 @@ def _attempt(tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture) -> lis
     before = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="shipyard"):
-        outcome = Wrapped(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
+        outcome = wrapped(scene.builder, scene.cache).run(scene.action, scene.ctx, ())
     problems: list[str] = []
     after = _snapshot(scene.tmp, (scene.repo / "dist", cache_root))
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
@@ -257,19 +256,6 @@ def test_restore_replaces_a_link_at_the_output_itself_without_following_it(
     assert restored is not None
     assert not target.is_symlink() and target.read_bytes() == GOOD
     assert (scene.outside / "secret").read_bytes() == b"a secret outside the cache\n"
-
-
-def test_declared_outputs_by_kind(tmp_path: Path) -> None:
-    ctx = BuildContext(tmp_path, tmp_path / "dist", Stamp("1", None, False, 0), "3.11", {})
-    image = declared_outputs(Action("image:app", "image", ("app",), tmp_path), ctx)
-    assert image.allows(("dist", "images", "app", "blobs", "sha256", "ab"))
-    assert image.allows(("dist", "images", "app-1.0-linux_amd64.tar"))
-    assert not image.allows(("dist", "images", "other", "index.json"))
-    zipapp = declared_outputs(Action("zipapp:app", "zipapp", ("app",), tmp_path), ctx)
-    assert zipapp.allows(("dist", "zipapps", "app-1.0.pyz"))
-    assert not zipapp.allows(("dist", "zipapps", "sub", "app-1.0.pyz"))
-    with pytest.raises(RefusedEntry):
-        checked_path("dist/wheels/x.whl\0", Declared.dist())
 
 
 @pytest.mark.reliability

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.errors import UsageError
-from shipyard.files.sources import read_shipped_file
+from shipyard.files.shipped import read_shipped_file
 from tests.reliability import record
 from tests.unit.files.test_sources_hostile import within
 
@@ -190,9 +190,9 @@ def test_a_swap_between_the_check_and_the_read_is_not_an_escape(
 def test_a_file_larger_than_the_cap_is_refused_naming_its_size(repo: Path) -> None:
     """Regression (security review, item 3c): `read_shipped_file` read the whole file, so a
     license path naming a huge (here sparse, 64 MiB) file was read into memory whole."""
-    from shipyard.files import sources
+    from shipyard.files import shipped
 
-    cap = getattr(sources, "SHIPPED_FILE_MAX", 16 << 20)
+    cap = getattr(shipped, "SHIPPED_FILE_MAX", 16 << 20)
     assert cap == 16 << 20
     big = repo / "LICENSE"
     with big.open("wb") as handle:

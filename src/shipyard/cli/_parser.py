@@ -1,0 +1,161 @@
+"""The `shipyard` argument parser: one small function per command or group of commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from shipyard import __version__
+
+__all__ = ["parser"]
+
+_CACHE_DIR = "action cache (default: $SHIPYARD_CACHE_DIR, XDG)"
+_FORCE_PROTECTED = "push to image.protected hubs outside CI (default: only when CI is set)"
+
+
+def _common(default: object = argparse.SUPPRESS) -> argparse.ArgumentParser:
+    # Subcommands default to SUPPRESS so `shipyard -f X check` keeps the top-level -f.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-f",
+        "--file",
+        type=Path,
+        default=default,
+        help="the manifest (default: binaries.yaml here or above)",
+    )
+    return common
+
+
+def _selection() -> argparse.ArgumentParser:
+    sel = argparse.ArgumentParser(add_help=False)
+    for flag, meta, text in (
+        ("--target", "GROUP", "a group from binaries.yaml (default: all)"),
+        ("--binary", "NAME", "a binary by name"),
+        ("--output", "KIND", "wheel, zipapp or image"),
+        ("--platform", "OS/ARCH", "e.g. linux/arm64"),
+    ):
+        sel.add_argument(flag, action="append", metavar=meta, help=text + "; repeatable, a,b ok")
+    sel.add_argument(
+        "--since",
+        metavar="REF",
+        help="only the binaries whose inputs changed since the git REF (see `affected`)",
+    )
+    sel.add_argument("--json", action="store_true", help="print JSON for machines")
+    sel.add_argument(
+        "--version",
+        dest="release_version",
+        metavar="X",
+        help="the version to stamp (default: $VERSION, then project.version)",
+    )
+    return sel
+
+
+def _remote(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--cache", dest="remote", metavar="oci://HOST/REPO", help="also share a registry cache"
+    )
+
+
+def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    build = sub.add_parser("build", parents=[_common(), _selection()], help="build outputs")
+    build.add_argument("-j", "--jobs", type=int, default=None, help="parallel actions (CPUs)")
+    build.add_argument("--dry-run", action="store_true", help="print the plan, build nothing")
+    build.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="after a failure, finish what does not depend on it",
+    )
+    build.add_argument("--cache-dir", help=_CACHE_DIR)
+    build.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    build.add_argument("--force", action="store_true", help="ignore cache hits; rebuild all")
+    _remote(build)
+    build.add_argument("--shard", metavar="I/N", help="build only slice I of N of the actions")
+
+
+def _add_cache(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    cache = sub.add_parser("cache", help="show or prune every part of the cache")
+    cache.add_argument("action", choices=["prune", "info"])
+    cache.add_argument("--cache-dir", help=_CACHE_DIR)
+    cache.add_argument(
+        "--max-size",
+        help="prune down to this size (bytes, or K/M/G/T; default $SHIPYARD_CACHE_MAX_SIZE, 10G)",
+    )
+
+
+def _add_push(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    push = sub.add_parser(
+        "push", parents=[_common(), _selection()], help="push built images to every hub"
+    )
+    push.add_argument("--tag", action="append", help="tags to push (default: image.tags)")
+    push.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="push an image that lacks some of the binary's declared platforms",
+    )
+    push.add_argument("--force-protected", action="store_true", help=_FORCE_PROTECTED)
+
+
+def _add_release(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    release = sub.add_parser(
+        "release",
+        parents=[_common(), _selection()],
+        help="preflight, build, validate, stage, publish, verify",
+    )
+    release.add_argument("-j", "--jobs", type=int, default=None, help="parallel build actions")
+    release.add_argument("--snapshot", action="store_true", help="build and stage; publish nothing")
+    release.add_argument("--dry-run", action="store_true", help="print every publish step only")
+    release.add_argument("--allow-dirty", action="store_true", help="release a modified tree")
+    release.add_argument("--clean", action="store_true", help="replace dist/release/<version>")
+    release.add_argument("--index-url", help="package index upload URL ($SHIPYARD_INDEX_URL)")
+    release.add_argument("--cache-dir", help=_CACHE_DIR)
+    _remote(release)
+    release.add_argument("--force-protected", action="store_true", help=_FORCE_PROTECTED)
+    release.add_argument(
+        "--clobber",
+        action="store_true",
+        help="move existing tags that are not image.movable_tags (default: refuse)",
+    )
+    release.add_argument(
+        "--signing-key",
+        metavar="PATH",
+        help="PEM ECDSA P-256 key to sign the release with (default: $SHIPYARD_SIGNING_KEY)",
+    )
+
+
+def _add_repository(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands about the repository rather than a build: affected, init, schema, clean."""
+    sub.add_parser(
+        "affected",
+        parents=[_common(), _selection()],
+        help="list the binaries whose inputs changed since --since=REF, and why",
+    )
+    sub.add_parser(
+        "init", parents=[_common()], help="write a first binaries.yaml from the projects here"
+    )
+    sub.add_parser("schema", help="print the manifest's JSON Schema")
+    sub.add_parser("clean", parents=[_common()], help="remove dist/")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    top = argparse.ArgumentParser(
+        prog="shipyard",
+        description="Wheels, zipapps and images from binaries.yaml.",
+        parents=[_common(None)],
+    )
+    # `--version` here prints shipyard's version (as invoke, nox, docker and uv do);
+    # after a command it is the version to stamp. `--tool-version` stays as an alias.
+    top.add_argument(
+        "--version", "--tool-version", action="version", version=f"shipyard {__version__}"
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("check", parents=[_common()], help="validate the manifest")
+    sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")
+    for add in (_add_build, _add_cache, _add_push, _add_release, _add_repository):
+        add(sub)
+    from shipyard.cli import _promote, _sign, _test  # their own modules: argparse only until run
+
+    _test.add_parser(sub, _common())
+    _promote.add_parser(sub, _common())
+    _sign.add_parsers(sub, _common())
+    return top
