@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from shipyard._http.retry import RetryPolicy
-from shipyard._http.transport import http_timeout
 from shipyard.errors import UsageError
 from shipyard.oci.remote.reference import InvalidReference
 from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
@@ -163,15 +162,6 @@ def test_a_stalled_answer_times_out_per_shipyard_http_timeout(
         registry.ping()
     assert time.monotonic() - started < 2.0
     assert len(sleeps) == 2
-
-
-def test_http_timeout_from_the_environment() -> None:
-    assert http_timeout({}) == (10.0, 120.0)
-    assert http_timeout({"SHIPYARD_HTTP_TIMEOUT": "2.5"}) == (2.5, 2.5)
-    assert http_timeout({"SHIPYARD_HTTP_TIMEOUT": " 300 "}) == (10.0, 300.0)
-    for junk in ("0", "-1", "soon", "nan", "1e9"):
-        with pytest.raises(UsageError, match="SHIPYARD_HTTP_TIMEOUT"):
-            http_timeout({"SHIPYARD_HTTP_TIMEOUT": junk})
 
 
 def test_refused_connection_is_retried_then_reported(sleeps: list[float]) -> None:
