@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders.resolve import uv_binary
 from shipyard.builders.sdists import LockedSdist, sdist_only, wheel_from_sdist, without
 from shipyard.engine.cache.usage import prune_cache, usage
 from shipyard.errors import BuildError
 from shipyard.manifest._validate import workspace_root
+from shipyard.process import uv_binary
 from tests.unit._dynamic import backend_index, backend_wheels, offline
 from tests.unit._nested import htmlish_sdist
 

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from shipyard.artifacts import select
+from shipyard.builders.distributions import Distribution
 from shipyard.builders.image import ImageBuilder
 from shipyard.builders.image.variants import plan_variants, variant_of
 from shipyard.builders.kinds import ImageKinds
-from shipyard.builders.resolve import Distribution, Resolution
+from shipyard.builders.resolve import Resolution
 from shipyard.builders.zipapp import ZipappBuilder, _archives, archive_file
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.engine.keys import canonical

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import atomic_write
-from shipyard.builders.resolve import NATIVE, Resolution
+from shipyard.builders.distributions import NATIVE
+from shipyard.builders.resolve import Resolution
 from shipyard.oci.elf import read_dynamic
 from shipyard.oci.layer import BlobStore
 from shipyard.oci.model import Layer

@@ -256,7 +256,7 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     Python finds it once the site is unpacked.
     """
     files = _site_files(site)
-    from shipyard.builders.resolve import NATIVE
+    from shipyard.builders.distributions import NATIVE
 
     entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _boot_source())]
     accepted = info.get("pythons") or [info.get("python")]

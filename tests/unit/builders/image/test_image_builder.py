@@ -17,8 +17,9 @@ from types import MappingProxyType
 
 import pytest
 
+from shipyard.builders.distributions import Distribution
 from shipyard.builders.image import ImageBuilder, entry_script, split_site
-from shipyard.builders.resolve import Distribution, Locked, Resolution
+from shipyard.builders.resolve import Locked, Resolution
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.engine.wrapper import Wrapped

@@ -18,7 +18,7 @@ import pytest
 
 from shipyard.artifacts import Distribution, Metadata
 from shipyard.builders.image import DEPS_SITE, LIBS_SITE, SHARED_EPOCH, ImageBuilder, entry_script
-from shipyard.builders.resolve import Locked, uv_binary
+from shipyard.builders.resolve import Locked
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.engine.wrapper import Wrapped
@@ -26,6 +26,7 @@ from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Image, Layer, Platform
+from shipyard.process import uv_binary
 from shipyard.stamp import Stamp
 from tests.unit.builders.image.test_image_builder import EPOCH, StandIn, _base
 from tests.unit.builders.test_resolve import make_wheel, offline_env

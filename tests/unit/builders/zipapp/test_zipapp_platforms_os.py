@@ -17,13 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders import resolve as resolving
-from shipyard.builders.resolve import Distribution, resolve
+from shipyard.builders import installer as installing
+from shipyard.builders.distributions import Distribution
+from shipyard.builders.resolve import resolve
 from shipyard.builders.zipapp import DEFAULT_SHEBANG, launcher, launcher_name, layout, write_archive
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.errors import ManifestError, ShipyardError
 from shipyard.manifest import IMAGE_PLATFORMS, PLATFORMS, json_schema, load_manifest
 from shipyard.manifest._types import manifest_from_json, manifest_to_json
+from shipyard.process import uv_binary
 from tests.unit.builders.test_resolve import make_wheel, offline_env
 from tests.unit.builders.zipapp.test_zipapp_boot import HERE, build_id
 
@@ -196,8 +198,8 @@ def _tag(site: Path, name: str) -> str:
 def installer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each installer in turn: uv, and pip's --platform path (uv hidden)."""
     if request.param == "pip":
-        monkeypatch.setattr(resolving, "uv_binary", lambda: None)
-    elif resolving.uv_binary() is None:
+        monkeypatch.setattr(installing, "uv_binary", lambda: None)
+    elif uv_binary() is None:
         pytest.fail("uv is a dependency of shipyard's test environment")
     return str(request.param)
 
@@ -278,16 +280,6 @@ def test_pure_wheels_resolve_pure_for_macos_and_windows(
         Distribution("app", "1.0", True),
         Distribution("helper", "2.0", True),
     )
-
-
-def test_the_installer_is_asked_for_macos_11_and_the_windows_tags() -> None:
-    assert resolving._pip_platforms("darwin/arm64") == ["macosx_11_0_arm64"]
-    assert resolving._pip_platforms("darwin/amd64") == ["macosx_11_0_x86_64"]
-    assert resolving._pip_platforms("windows/amd64") == ["win_amd64"]
-    assert resolving._pip_platforms("windows/arm64") == ["win_arm64"]
-    assert resolving.target_env("darwin/arm64") == {"MACOSX_DEPLOYMENT_TARGET": "11.0"}
-    assert resolving.target_env("windows/arm64") == {}
-    assert set(resolving.PLATFORM_ARCH) == set(PLATFORMS)
 
 
 # --- the bootstrap's OS logic, the OS faked at its seam --------------------------------
