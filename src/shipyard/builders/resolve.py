@@ -18,7 +18,9 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from shipyard import artifacts
 from shipyard._fs import TEMP_PREFIX, sha256_file
+from shipyard.artifacts import Installed
 from shipyard.builders.distributions import (
     Distribution,
     read_site,
@@ -60,6 +62,16 @@ class Resolution:
     site: Path
     distributions: tuple[Distribution, ...]
     pure: bool
+
+    def installed(self) -> Installed:
+        """What the site holds, as an artifact's metadata records it."""
+        return Installed(
+            self.platform,
+            tuple(
+                artifacts.Distribution(d.name, d.version, d.sha256, d.license, d.first_party)
+                for d in self.distributions
+            ),
+        )
 
 
 def _named(wheel: Path, extras: Sequence[str]) -> str:
