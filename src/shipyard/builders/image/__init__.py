@@ -58,7 +58,7 @@ from shipyard.builders.image.layers import (
 )
 from shipyard.builders.image.outputs import write_images
 from shipyard.builders.image.variants import DEFAULT, VariantPlan, plan_variants
-from shipyard.builders.kinds import daemonless_inputs, image_settings
+from shipyard.builders.kinds import check_entrypoint, daemonless_inputs, image_settings
 from shipyard.builders.locks import requirements_for
 from shipyard.builders.origin import resolve_site
 from shipyard.builders.resolve import Resolution, resolve
@@ -68,7 +68,7 @@ from shipyard.engine.cache.local import blob_store
 from shipyard.engine.context import BuildContext, map_parts
 from shipyard.engine.keys import ActionKey, Inputs
 from shipyard.engine.plan import Action
-from shipyard.errors import ShipyardError, UsageError
+from shipyard.errors import ShipyardError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.base import Base, load_base
 from shipyard.oci.keep import BUILD_NOTE, build_identity, kept_platforms, with_kept
@@ -92,20 +92,6 @@ __all__ = [
 ]
 
 Resolver = Callable[..., Resolution]
-
-
-def check_entrypoint(entrypoint: str, binary: str, site: Path, platform: str = "") -> None:
-    """Fail like the zipapp builder (exit 2) when `module:attr` is not in `site`
-    (`shipyard.entrypoints`: read from the files, never imported)."""
-    from shipyard.entrypoints import entrypoint_problem
-
-    problem = entrypoint_problem(entrypoint, [site], f"{binary}'s wheel or its dependencies")
-    if problem:
-        on = f" ({platform})" if platform else ""
-        raise UsageError(
-            f"entrypoint {entrypoint}: {problem}{on}; fix the entrypoint in binaries.yaml, "
-            "or add the dependency that has it"
-        )
 
 
 def _wheel_name(artifact: Artifact) -> str:

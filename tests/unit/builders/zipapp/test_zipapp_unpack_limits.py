@@ -81,7 +81,7 @@ def test_names_with_a_backslash_or_a_colon_are_refused(tmp_path: Path) -> None:
 def test_the_builder_refuses_a_colon_the_bootstrap_would_refuse(tmp_path: Path) -> None:
     """Bug (with the bootstrap's new rule): a site file named with a ':' was packed into a
     zipapp whose every first start would then fail as damaged."""
-    from shipyard.builders.zipapp import _site_files
+    from shipyard.builders.zipapp.archive import _site_files
     from shipyard.errors import ShipyardError
 
     (tmp_path / "app").mkdir()
