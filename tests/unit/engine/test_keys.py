@@ -205,7 +205,10 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
         zipapp_scene,
         {
             "shipyard": _version(zipapp_module),
-            "boot": lambda s, mp: (mp.setattr(zipapp_archive, "_boot_source", lambda: b"#"), s)[1],
+            "boot": lambda s, mp: (
+                mp.setattr(zipapp_archive, "_boot_sources", lambda: {"boot": b"#"}),
+                s,
+            )[1],
             **COMMON,
             "entrypoint": _zipapp(entrypoint="app:other"),
             "shebang": _zipapp(shebang="/usr/bin/python3.11"),

@@ -24,7 +24,15 @@ from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 from types import CodeType
 
-from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import (
+    BOOT_DATA,
+    BUILD_INFO,
+    CODE,
+    MAIN,
+    PARTS,
+    SITE,
+    SOURCE,
+)
 from shipyard.errors import ShipyardError
 from shipyard.stamp import ZIP_EPOCH
 
@@ -35,15 +43,23 @@ DEFAULT_SHEBANG = "/usr/bin/env python3"
 _LEVEL = 4
 
 
+# The package whose modules are the bootstrap, copied into every archive.
+_BOOT = "shipyard.builders.zipapp._boot"
+
+
 @cache
-def _boot_source() -> bytes:
-    """The bootstrap's source, read as package data so it works from an archive too."""
+def _boot_sources() -> dict[str, bytes]:
+    """The source of each module of the bootstrap (`PARTS`), read as package data so it
+    works from an archive too."""
     # pkgutil asks the package's loader, so this works from a zipapp too, and it
-    # loads faster than importlib.resources (every no-op build hashes this file).
-    data = pkgutil.get_data(__name__, "_boot.py")
-    if data is None:
-        raise ShipyardError(f"{__name__} has no _boot.py: a damaged installation")
-    return data
+    # loads faster than importlib.resources (every no-op build hashes these files).
+    sources: dict[str, bytes] = {}
+    for part in PARTS:
+        data = pkgutil.get_data(_BOOT, "__init__.py" if part == "boot" else f"{part}.py")
+        if data is None:
+            raise ShipyardError(f"{_BOOT} has no {part} module: a damaged installation")
+        sources[part] = data
+    return sources
 
 
 def zipapp_info(zipapp: Path) -> dict[str, object]:
@@ -51,7 +67,7 @@ def zipapp_info(zipapp: Path) -> dict[str, object]:
     when `zipapp` is not one."""
     try:
         with zipfile.ZipFile(zipapp) as archive:
-            info = json.loads(archive.read(boot.BUILD_INFO))
+            info = json.loads(archive.read(BUILD_INFO))
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ShipyardError(f"{zipapp} is not a shipyard zipapp: {exc}") from None
     if not isinstance(info, dict):
@@ -142,13 +158,13 @@ def _importable(rel: str) -> bool:
 
 
 def _pyc(rel: str, data: bytes) -> bytes:
-    code = compile(data, f"{boot.SITE}/{rel}", "exec", dont_inherit=True)
+    code = compile(data, f"{SITE}/{rel}", "exec", dont_inherit=True)
     # Unchecked hash-based (PEP 552): unpacking sets no meaningful timestamps, and an
     # unpacked build never changes, so Python need not read the source to trust it.
     return MAGIC_NUMBER + (1).to_bytes(4, "little") + source_hash(data) + _marshal(code)
 
 
-def _marshal(code: CodeType) -> bytes:
+def _marshal(code: CodeType | tuple[CodeType, ...]) -> bytes:
     """Code as marshal format 2: formats 3+ mark shared objects by reference count,
     so their bytes depend on what else the process imported (not reproducible)."""
     return marshal.dumps(code, 2)
@@ -172,17 +188,22 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     files = _site_files(site)
     from shipyard.builders.distributions import NATIVE
 
-    entries = [Entry("__main__.py", boot.MAIN.encode()), Entry(boot.SOURCE, _boot_source())]
+    sources = _boot_sources()
+    entries = [Entry("__main__.py", MAIN.encode())]
+    entries += [Entry(SOURCE % part, source) for part, source in sources.items()]
     accepted = info.get("pythons") or [info.get("python")]
     if "{}.{}".format(*sys.version_info[:2]) in accepted:  # type: ignore[operator]
-        code = compile(_boot_source(), boot.SOURCE, "exec", dont_inherit=True)
-        entries.append(Entry(boot.CODE % MAGIC_NUMBER.hex(), _marshal(code)))
+        codes = tuple(
+            compile(source, SOURCE % part, "exec", dont_inherit=True)
+            for part, source in sources.items()
+        )
+        entries.append(Entry(CODE % MAGIC_NUMBER.hex(), _marshal(codes)))
     for rel, path in files.items():
         data = path.read_bytes()
         executable = bool(NATIVE.search(rel)) or os.access(path, os.X_OK)
-        entries.append(Entry(f"{boot.SITE}/{rel}", data, 0o755 if executable else 0o644))
+        entries.append(Entry(f"{SITE}/{rel}", data, 0o755 if executable else 0o644))
         if compile_pyc and _importable(rel):
-            entries.append(Entry(f"{boot.SITE}/{_cached_pyc(rel)}", _pyc(rel, data)))
+            entries.append(Entry(f"{SITE}/{_cached_pyc(rel)}", _pyc(rel, data)))
     digest = hashlib.sha256()
     for entry in sorted(entries, key=lambda e: e.name):
         digest.update(f"{entry.name}\0{entry.mode:o}\0".encode())
@@ -195,9 +216,13 @@ def layout(site: Path, info: Mapping[str, object], *, compile_pyc: bool = False)
     }
     human = json.dumps(full, indent=2, sort_keys=True).encode() + b"\n"
     # Format 2 has no back-references, so equal values always marshal to equal bytes.
-    return [*entries, Entry(boot.BUILD_INFO, human), Entry(boot.BOOT_DATA, marshal.dumps(full, 2))]
+    return [*entries, Entry(BUILD_INFO, human), Entry(BOOT_DATA, marshal.dumps(full, 2))]
 
 
 def boot_digest() -> str:
-    """What an action's key holds of the bootstrap: the sha256 of its source."""
-    return hashlib.sha256(_boot_source()).hexdigest()
+    """What an action's key holds of the bootstrap: the sha256 of its modules' sources."""
+    digest = hashlib.sha256()
+    for part, source in _boot_sources().items():
+        digest.update(f"{part}\0".encode())
+        digest.update(hashlib.sha256(source).digest())
+    return digest.hexdigest()

@@ -9,7 +9,7 @@ import zipfile
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
 
-from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BOOT_DATA, BUILD_INFO, PARTS, SOURCE
 from shipyard.builders.zipapp.archive import (
     DEFAULT_SHEBANG,
     Entry,
@@ -87,7 +87,7 @@ def _site(root: Path) -> Path:
 
 
 def _boot_data(entries: list[Entry]) -> dict[str, object]:
-    data = next(e.data for e in entries if e.name == boot.BOOT_DATA)
+    data = next(e.data for e in entries if e.name == BOOT_DATA)
     loaded = marshal.loads(data)
     assert isinstance(loaded, dict)
     return loaded
@@ -96,7 +96,8 @@ def _boot_data(entries: list[Entry]) -> dict[str, object]:
 def test_layout_ships_the_site_the_bootstrap_and_the_build_info(tmp_path: Path) -> None:
     entries = layout(_site(tmp_path / "site"), {"binary": "app"})
     names = {e.name for e in entries}
-    assert {"__main__.py", boot.SOURCE, boot.BUILD_INFO, boot.BOOT_DATA} <= names
+    boot = {SOURCE % part for part in PARTS}  # every module of the bootstrap
+    assert {"__main__.py", *boot, BUILD_INFO, BOOT_DATA} <= names
     site = {n.removeprefix("site/") for n in names if n.startswith("site/")}
     assert site == {
         "app/__init__.py",
@@ -109,7 +110,7 @@ def test_layout_ships_the_site_the_bootstrap_and_the_build_info(tmp_path: Path) 
         "app-1.0.dist-info/METADATA",
         "not-a-module/x.py",
     }  # no stale __pycache__, no scripts with the installer's shebang
-    info = json.loads(next(e.data for e in entries if e.name == boot.BUILD_INFO))
+    info = json.loads(next(e.data for e in entries if e.name == BUILD_INFO))
     assert info == _boot_data(entries)  # what the bootstrap reads is what users read
     assert set(info) == {"binary", "native", "compiled", "build_id"}
     assert (info["native"], info["compiled"]) == (True, False)

@@ -22,6 +22,7 @@ from shipyard.builders.zipapp import (
     options_for,
 )
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.engine.wrapper import Wrapped
@@ -85,7 +86,7 @@ def test_pure_dependencies_make_one_universal_reproducible_zipapp(tmp_path: Path
     done = subprocess.run([artifact.path], env=env, capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout) == (4, "helper\n")
     with zipfile.ZipFile(artifact.path) as archive:
-        info = json.loads(archive.read(boot.BUILD_INFO))
+        info = json.loads(archive.read(BUILD_INFO))
     assert info["platform"] == "any" and info["platforms"] == ["linux/amd64", "linux/arm64"]
     assert (info["version"], info["revision"], info["dirty"]) == ("1.2.3", "abcdef0123456789", True)
     assert info["created"] == "2023-11-14T22:13:20Z" and info["entrypoint"] == "app:main"
@@ -102,7 +103,7 @@ def test_native_dependencies_make_one_zipapp_per_platform(tmp_path: Path) -> Non
     outcome = Wrapped(builder).run(_action("linux/amd64"), ctx, (wheel,))
     assert [a.path.name for a in outcome.outputs] == ["app-1.2.3-linux_amd64.pyz"]
     with zipfile.ZipFile(outcome.outputs[0].path) as archive:
-        info = json.loads(archive.read(boot.BUILD_INFO))
+        info = json.loads(archive.read(BUILD_INFO))
     assert (info["platform"], info["native"]) == ("linux/amd64", True)
     with pytest.raises(BuildError, match="no wheel of fast for linux/arm64"):
         Wrapped(builder).run(_action("linux/amd64", "linux/arm64"), ctx, (wheel,))
