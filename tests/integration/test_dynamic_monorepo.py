@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from tests.integration._images import image_says
 from tests.integration.conftest import Services
 from tests.unit._dynamic import (
@@ -99,7 +100,7 @@ def test_zipapps_and_images_ship_the_repositorys_libraries_and_the_locked_versio
     # Everything is pure Python: one zipapp for both platforms.
     (native,) = (root / "dist/zipapps").glob("cli-*.pyz")
     with zipfile.ZipFile(native) as archive:
-        shipped = json.loads(archive.read(boot.BUILD_INFO))["distributions"]
+        shipped = json.loads(archive.read(BUILD_INFO))["distributions"]
     assert {k: shipped[k] for k in ("acme-evals", "alpha", "beta", "gamma")} == {
         "acme-evals": "1.0", "alpha": "1.0", "beta": "1.0", "gamma": "1.0",
     }  # fmt: skip

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from tests.integration._images import image_says
 from tests.integration.conftest import Services
 from tests.unit._dynamic import Uv, backend_index, backend_wheels, git_commit, offline
@@ -119,7 +120,7 @@ def test_the_workspace_folder_builds_exactly_the_lock(
         flat = platform.replace("/", "_")
         pyz = root / f"dist/zipapps/acme-0.2.4-{flat}.pyz"  # the project's own version
         with zipfile.ZipFile(pyz) as archive:
-            shipped = json.loads(archive.read(boot.BUILD_INFO))["distributions"]
+            shipped = json.loads(archive.read(BUILD_INFO))["distributions"]
         assert shipped == synced, platform
     native = root / "dist/zipapps/acme-0.2.4-linux_amd64.pyz"
     ran = subprocess.run(

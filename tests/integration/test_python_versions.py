@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from tests.integration.conftest import Services
 
 pytestmark = pytest.mark.integration
@@ -118,7 +119,7 @@ def _run(python: str, pyz: Path, cache: Path) -> subprocess.CompletedProcess[str
 
 def _info(pyz: Path) -> dict[str, object]:
     with zipfile.ZipFile(pyz) as archive:
-        info: dict[str, object] = json.loads(archive.read(boot.BUILD_INFO))
+        info: dict[str, object] = json.loads(archive.read(BUILD_INFO))
         return info
 
 
@@ -232,7 +233,7 @@ def test_a_release_archives_and_smoke_runs_each_python_s_zipapp(tmp_path: Path) 
         program = inside.extractfile(f"yamlapp-{VERSION}-py3.13-linux-arm64/yamlapp")
         assert program is not None
         with zipfile.ZipFile(program) as archive:
-            assert json.loads(archive.read(boot.BUILD_INFO))["archive_python"] == "3.13"
+            assert json.loads(archive.read(BUILD_INFO))["archive_python"] == "3.13"
 
 
 IMAGE_MANIFEST = """\

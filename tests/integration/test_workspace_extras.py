@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from tests.reliability import record
 from tests.unit.builders.test_resolve import make_wheel
 
@@ -141,7 +142,7 @@ def _shipped(repo: Repo, binary: str) -> tuple[bytes, str, str]:
     (pyz,) = sorted((repo.root / "dist" / "zipapps").glob(f"{binary}-*.pyz"))
     with zipfile.ZipFile(pyz) as archive:
         module = archive.read("site/acme_extra/__init__.py")
-        info = json.loads(archive.read(boot.BUILD_INFO))
+        info = json.loads(archive.read(BUILD_INFO))
     env = {**repo.env, boot.ROOT_ENV: str(repo.root.parent / "unpacked" / binary)}
     ran = subprocess.run(
         [sys.executable, str(pyz)], env=env, capture_output=True, text=True, check=False

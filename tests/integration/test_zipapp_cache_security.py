@@ -25,7 +25,7 @@ import pytest
 from shipyard.builders.zipapp import _boot as boot
 from tests.integration.conftest import require_services
 from tests.reliability import record
-from tests.unit.builders.zipapp.test_zipapp_boot import build_id, make_pyz
+from tests.unit.builders.zipapp.boot.test_boot import build_id, make_pyz
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 

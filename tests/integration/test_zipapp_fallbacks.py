@@ -32,9 +32,11 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.cache import PRIVATE_PREFIX
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from tests.integration._repo import copy_worktree, shipyard
 from tests.integration.conftest import require_services
-from tests.unit.builders.zipapp.test_zipapp_boot import make_pyz
+from tests.unit.builders.zipapp.boot.test_boot import make_pyz
 
 NOBODY = 65534
 APP = "def main():\n    print('file', __file__)\n"
@@ -116,7 +118,7 @@ def test_the_site_falls_back_to_a_private_temporary_folder_when_home_is_not_writ
     assert f"set {boot.ROOT_ENV}" in lines[0]
     # Imported from a private folder under TMPDIR, removed when the process ended.
     said = done.stdout.strip()
-    assert said.startswith(f"file {temp}{os.sep}{boot.PRIVATE_PREFIX}"), said
+    assert said.startswith(f"file {temp}{os.sep}{PRIVATE_PREFIX}"), said
     assert said.endswith(os.path.join("site", "app", "__init__.py"))
     assert os.listdir(temp) == []
     assert not os.path.exists(cache)
@@ -237,7 +239,7 @@ def _without_bootstrap(pyz: Path) -> Path:
     must get its answer without compiling (or even reading) anything else."""
     bare = pyz.with_name("bare.pyz")
     with zipfile.ZipFile(pyz) as source, zipfile.ZipFile(bare, "w") as target:
-        for name in ("__main__.py", boot.BUILD_INFO):
+        for name in ("__main__.py", BUILD_INFO):
             target.writestr(name, source.read(name))
     return bare
 
@@ -259,8 +261,8 @@ def test_an_old_python_gets_one_line_and_exit_2(tmp_path: Path, old: str) -> Non
 def test_the_bootstrap_itself_still_runs_on_the_oldest_python_it_admits(tmp_path: Path) -> None:
     """3.7 passes __main__.py's check, so the bootstrap must compile there: check_target
     then refuses it (a 3.11 archive) with the same line."""
-    source = (Path(boot.__file__)).read_text()
-    ast.parse(source, feature_version=(3, 7))
+    for module in Path(boot.__file__).parent.glob("*.py"):  # every module of the bootstrap
+        ast.parse(module.read_text(), feature_version=(3, 7))
     pyz = make_pyz(tmp_path, {"app/__init__.py": APP}, python="3.99")
     done = subprocess.run(
         [sys.executable, "-c", FAKE, str(pyz), "3.7.17"],

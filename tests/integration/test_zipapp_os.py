@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from shipyard.release.archives import write_release_archive
 
 pytestmark = pytest.mark.integration
@@ -130,7 +131,7 @@ def test_a_pyyaml_binary_gets_each_platforms_native_wheel(tmp_path: Path) -> Non
                 for line in archive.read(wheel).decode().splitlines()
                 if line.startswith("Tag: ")
             ]
-            info = json.loads(archive.read(boot.BUILD_INFO))
+            info = json.loads(archive.read(BUILD_INFO))
         modules = [f for f in files if re.fullmatch(r"site/yaml/_yaml\..+", f)]
         found[platform] = (tags, modules)
         tag_pattern, suffix = EXPECTED[platform]
@@ -210,7 +211,7 @@ def test_a_pure_binary_gets_one_universal_archive_that_runs_here(tmp_path: Path)
     (pyz,) = zipapps.iterdir()
     assert pyz.name == f"app-{VERSION}.pyz"
     with zipfile.ZipFile(pyz) as archive:
-        info = json.loads(archive.read(boot.BUILD_INFO))
+        info = json.loads(archive.read(BUILD_INFO))
         assert not any(f.endswith((".so", ".pyd")) for f in archive.namelist())
     assert info["platform"] == "any" and info["platforms"] == list(SIX)
     assert info["native"] is False

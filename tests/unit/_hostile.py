@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from shipyard.builders.resolve import Distribution, Resolution
+from shipyard.builders.distributions import Distribution
+from shipyard.builders.resolve import Resolution
 from shipyard.builders.zipapp import ZipappOptions
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Artifact, BuildContext

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from shipyard.errors import ShipyardError
 
-__all__ = ["CertificateError", "PlainHTTPRefused", "RemoteError"]
+__all__ = ["CertificateError", "PlainHTTPRefused", "RemoteError", "UnsafeURL"]
 
 
 class RemoteError(ShipyardError):
@@ -46,5 +46,11 @@ class CertificateError(RemoteError):
 
 class PlainHTTPRefused(RemoteError):
     """A plain-HTTP URL on a host off loopback, not allowed; nothing was sent (exit 2)."""
+
+    exit_code = 2
+
+
+class UnsafeURL(RemoteError):
+    """A URL whose host two URL parsers could read differently; nothing was sent (exit 2)."""
 
     exit_code = 2

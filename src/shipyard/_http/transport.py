@@ -1,24 +1,18 @@
 """HTTP for the registry and package-index clients: TLS, plain HTTP, redirects, retries.
 
 `Client` sends the requests of one server (a registry host, a package index) and
-knows nothing of what they mean: every URL is checked before a connection is made
-(plain HTTP only to loopback hosts, or to hosts the caller allows), redirects are
-followed here so that each hop is checked the same way and credentials never
-follow a hop to another origin, TLS is verified against the default CA bundle or
-a private CA (`ca_file`), each wait for an answer is bounded, and failures become
-typed `RemoteError`s naming the server and the operation, never a secret.
-
-A URL's scope (its origin, what credentials and the plain-HTTP rule are decided
-on) is read the way requests and urllib3 read it to connect (`safe_url`), and a
-URL whose host part two URL parsers could read differently (a backslash, a
-percent sign, white space, non-ASCII, or a `user@` a server named) is refused
-before any connection (`UnsafeURL`). Only this host skips TLS verification when it
-is insecure; every other host is verified (against its own CA when the caller
-knows one), unless it is itself one of the `insecure_hosts`. A 307/308 to another
-origin that would send a body again is refused, not followed.
-Transient faults (no answer, a reset, a time-out, a body cut short, 429 and 5xx)
-are retried by the client's `Retrier`. `$SHIPYARD_HTTP_TIMEOUT` (seconds) bounds
-each wait for an answer.
+knows nothing of what they mean. Every URL is checked before a connection is made:
+a host part two parsers read differently is refused (`urls.safe_url`, `UnsafeURL`),
+and plain HTTP goes only to loopback hosts or hosts the caller allows. Redirects
+are followed here, so each hop is checked the same way; credentials never follow a
+hop to another origin (`urls.origin`), and a 307/308 that would send a body there
+is refused. TLS is verified against the default CA bundle or a private CA
+(`ca_file`): only this host skips verification when it is insecure, every other
+host is verified (against its own CA when the caller knows one) unless it is one
+of the `insecure_hosts`. Transient faults (no answer, a reset, a time-out, a body
+cut short, 429 and 5xx) are retried by the client's `Retrier`, and each wait for an
+answer is bounded (`settings.http_timeout`). Failures are typed `RemoteError`s
+naming the server and the operation, never a secret.
 
 What a server's answers mean (the registry's error bodies and 401 challenges, the
 index's pages) is the caller's: the registry client subclasses `Client` in
@@ -27,8 +21,6 @@ index's pages) is the caller's: the registry client subclasses `Client` in
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import ssl
 import threading
 from collections import Counter
@@ -39,10 +31,8 @@ from typing import Any, Self, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import requests
-from urllib3.exceptions import LocationParseError
-from urllib3.util import parse_url
 
-from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError
+from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError, UnsafeURL
 from shipyard._http.retry import (
     TRANSIENT_ERRORS,
     TRANSIENT_STATUS,
@@ -53,36 +43,23 @@ from shipyard._http.retry import (
     failure_reason,
     parse_retry_after,
 )
-from shipyard.errors import UsageError
+from shipyard._http.settings import DEFAULT_TIMEOUT
+from shipyard._http.urls import authority, is_loopback, origin, safe_url
 
 __all__ = [
-    "DEFAULT_TIMEOUT",
     "CertificateError",
     "Client",
     "HTTPStats",
     "PlainHTTPRefused",
     "RemoteError",
     "RequestHook",
-    "UnsafeURL",
-    "authority",
-    "ca_file_from",
     "failure_reason",
-    "http_timeout",
-    "is_loopback",
-    "origin",
     "read_capped",
-    "safe_url",
 ]
-
-DEFAULT_TIMEOUT = (10.0, 120.0)
-TIMEOUT_VARIABLE = "SHIPYARD_HTTP_TIMEOUT"
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 10
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _BODY_HEADERS = ("content-type", "content-length", "content-range")
-# White space and control characters: URL parsers strip, keep or reject them differently.
-_BLANKS = re.compile(r"[\x00-\x20\x7f]")
 _T = TypeVar("_T")
 
 
@@ -96,129 +73,6 @@ class HTTPStats:
 
 RequestHook = Callable[[str, str, int | None], None]
 """Called after each HTTP exchange with method, URL path and status (None: no answer)."""
-
-
-def http_timeout(
-    environ: Mapping[str, str], default: tuple[float, float] = DEFAULT_TIMEOUT
-) -> tuple[float, float]:
-    """(connect, read) seconds: `$SHIPYARD_HTTP_TIMEOUT` bounds both, else `default`."""
-    raw = environ.get(TIMEOUT_VARIABLE, "").strip()
-    if not raw:
-        return default
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < 86400:
-        raise UsageError(
-            f"{TIMEOUT_VARIABLE}={raw!r}: give the seconds to wait for an answer, e.g. 30"
-        )
-    return min(default[0], seconds), seconds
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost`, 127.0.0.0/8 and ::1, with or without a port."""
-    if host.startswith("["):
-        name = host[1 : host.find("]")]
-    else:
-        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-    name = name.split("%", 1)[0]
-    if name.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-class UnsafeURL(RemoteError):
-    """A URL whose host two URL parsers could read differently; nothing was sent (exit 2)."""
-
-    exit_code = 2
-
-
-def _prepared(url: str) -> str | None:
-    """`url` as requests sends it (scheme and host lower-cased, IDNA, path quoted), or None."""
-    try:
-        return requests.Request("GET", url).prepare().url
-    except (requests.RequestException, LocationParseError, ValueError, UnicodeError):
-        return None
-
-
-def _target(url: str) -> tuple[str, str, int | None] | None:
-    """(scheme, host, port as written) that requests and urllib3 connect to for `url`."""
-    prepared = _prepared(url)
-    if prepared is None:
-        return None
-    try:
-        parts = parse_url(prepared)
-    except LocationParseError:
-        return None
-    if not parts.host:
-        return None
-    return (parts.scheme or "").lower(), parts.host.lower(), parts.port
-
-
-def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) that `url` connects to, the port filled in: a credential's scope.
-
-    Read as requests and urllib3 read the URL to connect, never by another parser.
-    A URL they cannot send matches no origin.
-    """
-    found = _target(url)
-    if found is None:
-        return "", "", -1
-    scheme, host, port = found
-    return scheme, host, port or _DEFAULT_PORTS.get(scheme)
-
-
-def authority(url: str) -> str:
-    """`host:port` that `url` connects to (as written, without `user:password@`), lower-cased."""
-    found = _target(url)
-    if found is None:
-        return urlsplit(url).netloc.rpartition("@")[2].lower()
-    _, host, port = found
-    return host if port is None else f"{host}:{port}"
-
-
-def safe_url(url: str, *, userinfo: bool = False) -> str:
-    """`url` as requests will send it; ValueError (saying why) when its host is ambiguous.
-
-    Refused: white space or control characters anywhere; a host part with a
-    backslash (`http://EVIL\\@REG/` is host EVIL to urllib3, REG to urlsplit), a
-    percent sign or non-ASCII; `user@` unless `userinfo` (a URL a server named
-    never needs one); and any URL on which urlsplit and urllib3 still disagree.
-    """
-    if _BLANKS.search(url):
-        raise ValueError("it contains white space or control characters")
-    try:
-        split = urlsplit(url)
-        netloc = split.netloc
-    except ValueError as exc:
-        raise ValueError(f"its host part is malformed ({exc})") from None
-    host = netloc.rpartition("@")[2]
-    if "\\" in netloc or "%" in netloc or not netloc.isascii():
-        if "\\" in netloc:
-            read = urlsplit(url.replace("\\", "/")).netloc.rpartition("@")[2]
-            host = f"{read} to the HTTP library, {host} to other parsers"
-        raise ValueError(
-            f"its host part can be read as more than one host ({host}): a backslash, a "
-            "percent sign or a non-ASCII character is not allowed there"
-        )
-    if "@" in netloc and not userinfo:
-        raise ValueError(f"it names a user name or password for {host} (user@host)")
-    prepared = _prepared(url)
-    found = _target(url)
-    if prepared is None or found is None:
-        raise ValueError("it is not a URL the HTTP client can send")
-    again = urlsplit(prepared)
-    try:
-        split_port = again.port
-    except ValueError:
-        split_port = -1
-    if ((again.hostname or "").lower(), split_port) != (found[1].strip("[]"), found[2]):
-        raise ValueError(f"its host part can be read as more than one host ({found[1]})")
-    return prepared
 
 
 def _has_verify_error(exc: BaseException) -> bool:
@@ -235,25 +89,6 @@ def read_capped(resp: requests.Response, limit: int) -> tuple[bytes, bool]:
         if total > limit:
             return b"".join(chunks)[:limit], False
     return b"".join(chunks), True
-
-
-def ca_file_from(
-    environ: Mapping[str, str], variable: str, given: Path | None, what: str
-) -> Path | None:
-    """The private CA bundle: `given`, else the file `$variable` names; checked to exist.
-
-    `what` names the server in the error, e.g. `registry 127.0.0.1:5000`.
-    """
-    if given is None and environ.get(variable):
-        given = Path(environ[variable])
-        if not given.is_file():
-            raise UsageError(
-                f"{what}: {variable}={given} names no file; give the path of the PEM "
-                "certificate of the CA that signed the server's"
-            )
-    elif given is not None and not given.is_file():
-        raise UsageError(f"{what}: CA certificate {given} does not exist")
-    return given
 
 
 class Client:

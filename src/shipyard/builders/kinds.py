@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ImageKinds",
+    "check_entrypoint",
     "daemonless_inputs",
     "dockerfile_inputs",
     "dockerfile_path",
@@ -99,6 +100,20 @@ def source_url(action: Action, ctx: BuildContext) -> str:
         if action.source.is_relative_to(ctx.root)
         else action.source.name
     )
+
+
+def check_entrypoint(entrypoint: str, binary: str, site: Path, platform: str = "") -> None:
+    """Fail (exit 2) when `module:attr` is not in the resolved `site`, as a zipapp and an
+    image both do (`shipyard.entrypoints`: read from the files, never imported)."""
+    from shipyard.entrypoints import entrypoint_problem
+
+    problem = entrypoint_problem(entrypoint, [site], f"{binary}'s wheel or its dependencies")
+    if problem:
+        on = f" ({platform})" if platform else ""
+        raise UsageError(
+            f"entrypoint {entrypoint}: {problem}{on}; fix the entrypoint in binaries.yaml, "
+            "or add the dependency that has it"
+        )
 
 
 def wheel_digests(deps: tuple[Artifact, ...]) -> list[str]:

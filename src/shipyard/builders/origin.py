@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from shipyard.builders.resolve import Resolution
+from shipyard.builders.resolve import Locked, Resolution
+from shipyard.engine.context import BuildContext
+from shipyard.engine.plan import Action
 from shipyard.errors import BuildError
 
 if TYPE_CHECKING:
     from shipyard.workspace import Workspace
 
-__all__ = ["from_repository"]
+__all__ = ["from_repository", "resolve_site"]
 
 # The extra a Requires-Dist line belongs to, as wheel metadata writes it.
 _EXTRA = re.compile(r"""\bextra\s*==\s*['"]([^'"]+)['"]""")
@@ -136,4 +138,35 @@ def from_repository(
         "or [project.optional-dependencies] of a project the binary installs (shipyard then "
         "builds it), or rename the project of the repository",
         log=log,
+    )
+
+
+def resolve_site(
+    resolver: Callable[..., Resolution],
+    action: Action,
+    ctx: BuildContext,
+    wheels: Sequence[Path],
+    target: tuple[str, str],
+    dest: Path,
+    *,
+    env: Mapping[str, str],
+    log: Path,
+    requirements: Path | Locked | None,
+) -> Resolution:
+    """`resolver`'s site of `wheels` (the binary's own first) with the action's extras,
+    for `target` (Python, platform) in `dest`, checked by `from_repository` to hold the
+    repository's projects from those wheels only, before anything is built from it."""
+    python, platform = target
+    resolution = resolver(
+        wheels,
+        platform,
+        python,
+        dest,
+        env=env,
+        log=log,
+        requirements=requirements,
+        extras=action.extras,
+    )
+    return from_repository(
+        resolution, wheels, ctx.workspace, action=action.id, extras=action.extras, log=log
     )

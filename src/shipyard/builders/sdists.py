@@ -164,43 +164,64 @@ def wheel_from_sdist(
             name = unquote(urlsplit(sdist.location).path).rpartition("/")[2] or "sdist.tar.gz"
             archive = Path(tmp) / name
             _fetch(sdist, lock_dir, archive, action)
-            out = Path(tmp) / "out"
-            command = [
-                *(uv, "build", "--wheel", "--no-config", "--no-progress"),
-                *(str(archive), "--out-dir", str(out)),
-            ]
-            with log.open("ab") as handle:
-                handle.write(f"$ {' '.join(command)}\n".encode())
-            returncode = run_logged(
-                command,
-                log,
-                env={**installer_env(env), "SOURCE_DATE_EPOCH": _EPOCH, "PYTHONHASHSEED": "0"},
-                cwd=Path(tmp),
-            )
-            wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
-            if returncode != 0 or len(wheels) != 1:
-                raise BuildError(
-                    action,
-                    f"{sdist.name} {sdist.version} has no wheel in uv.lock, only an sdist, "
-                    "and building it failed; pin a version that publishes a wheel, or "
-                    "give the binary `requirements:` naming one",
-                    command=command,
-                    log=log,
-                )
-            wheel = wheels[0]
-            try:
-                tags = parse_wheel_filename(wheel.name)[3]
-            except InvalidWheelFilename:
-                tags = frozenset()
-            if not tags or any(t.abi != "none" or t.platform != "any" for t in tags):
-                raise BuildError(
-                    action,
-                    f"{sdist.name} {sdist.version} has no wheel in uv.lock, only an sdist, "
-                    f"which builds {wheel.name}: native code built for this machine, not "
-                    "for the binary's platforms. Pin a version that publishes wheels for "
-                    "them, publish such wheels to your index, or drop the platforms it "
-                    "cannot serve",
-                    log=log,
-                )
+            wheel = _build(sdist, archive, Path(tmp), uv=uv, env=env, log=log, action=action)
             publish_file(wheel, home / wheel.name)
     return home / wheel.name
+
+
+def _build(
+    sdist: LockedSdist,
+    archive: Path,
+    tmp: Path,
+    *,
+    uv: str,
+    env: Mapping[str, str],
+    log: Path,
+    action: str,
+) -> Path:
+    """The one wheel `uv build` makes of the sdist file `archive` in `tmp`, isolated and
+    with SOURCE_DATE_EPOCH fixed; BuildError when the build fails or the wheel is not pure."""
+    out = tmp / "out"
+    command = [
+        *(uv, "build", "--wheel", "--no-config", "--no-progress"),
+        *(str(archive), "--out-dir", str(out)),
+    ]
+    with log.open("ab") as handle:
+        handle.write(f"$ {' '.join(command)}\n".encode())
+    returncode = run_logged(
+        command,
+        log,
+        env={**installer_env(env), "SOURCE_DATE_EPOCH": _EPOCH, "PYTHONHASHSEED": "0"},
+        cwd=tmp,
+    )
+    wheels = sorted(out.glob("*.whl")) if out.is_dir() else []
+    if returncode != 0 or len(wheels) != 1:
+        raise BuildError(
+            action,
+            f"{sdist.name} {sdist.version} has no wheel in uv.lock, only an sdist, "
+            "and building it failed; pin a version that publishes a wheel, or "
+            "give the binary `requirements:` naming one",
+            command=command,
+            log=log,
+        )
+    _check_pure(sdist, wheels[0], action, log)
+    return wheels[0]
+
+
+def _check_pure(sdist: LockedSdist, wheel: Path, action: str, log: Path) -> None:
+    """Refuse a wheel with native code: it was built for this machine, not for the
+    binary's platforms."""
+    try:
+        tags = parse_wheel_filename(wheel.name)[3]
+    except InvalidWheelFilename:
+        tags = frozenset()
+    if not tags or any(t.abi != "none" or t.platform != "any" for t in tags):
+        raise BuildError(
+            action,
+            f"{sdist.name} {sdist.version} has no wheel in uv.lock, only an sdist, "
+            f"which builds {wheel.name}: native code built for this machine, not "
+            "for the binary's platforms. Pin a version that publishes wheels for "
+            "them, publish such wheels to your index, or drop the platforms it "
+            "cannot serve",
+            log=log,
+        )

@@ -35,7 +35,9 @@ from urllib3 import encode_multipart_formdata
 from shipyard._fs import sha256_file
 from shipyard._http.errors import RemoteError
 from shipyard._http.retry import TRANSIENT_STATUS, RetryPolicy
-from shipyard._http.transport import Client, ca_file_from, http_timeout, is_loopback
+from shipyard._http.settings import ca_file_from, http_timeout
+from shipyard._http.transport import Client
+from shipyard._http.urls import is_loopback
 from shipyard.errors import UsageError
 
 __all__ = ["PackageIndex", "PackageIndexError", "index_from_env"]

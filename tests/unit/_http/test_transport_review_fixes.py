@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from shipyard._http.errors import UnsafeURL
 from shipyard._http.retry import RetryPolicy
-from shipyard._http.transport import Client, UnsafeURL, authority, origin, safe_url
+from shipyard._http.transport import Client
 from shipyard.oci.remote.registry import CertificateError, Registry, RegistryError
 from tests.integration.registries import make_certificates
 from tests.loopback import serving
@@ -73,18 +74,6 @@ def _tricky(target: str, hub: Host, path: str) -> str:
 
 
 # -- F1: the host of a URL is the one requests connects to ------------------------------
-
-
-def test_parsers_agree_on_what_safe_url_lets_through() -> None:
-    url = "http://127.0.0.3:1\\@127.0.0.2:2/up"
-    assert origin(url) == ("http", "127.0.0.3", 1), "the host requests connects to"
-    assert authority(url) == "127.0.0.3:1"
-    for bad in (url, "http://a%2eb/", "http://reg\t/", "http://\uff52eg/", "http://u:p@reg/"):
-        with pytest.raises(ValueError):
-            safe_url(bad)
-    assert safe_url("http://u:p@reg/x", userinfo=True) == "http://u:p@reg/x"
-    assert safe_url("HTTPS://Reg.Example:443/v2/a\\b") == "https://reg.example:443/v2/a%5Cb"
-    assert origin("http://[::1]:5000/v2/") == ("http", "[::1]", 5000)
 
 
 @pytest.mark.parametrize("scheme", ["basic", "bearer"])

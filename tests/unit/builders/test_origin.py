@@ -18,7 +18,7 @@ import pytest
 
 from shipyard.artifacts import Artifact, Distribution, Metadata
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
-from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.layout import BUILD_INFO
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import BuildContext
@@ -89,7 +89,7 @@ def test_the_repositorys_own_wheel_of_that_name_is_what_ships(tmp_path: Path) ->
     builder = wrapped(ZipappBuilder(lambda action: ZipappOptions("app:main")))
     (artifact,) = builder.run(ACTION, ctx, (_app(tmp_path), own)).outputs
     with zipfile.ZipFile(artifact.path) as archive:
-        info = json.loads(archive.read(boot.BUILD_INFO))
+        info = json.loads(archive.read(BUILD_INFO))
         assert archive.read("site/acme_extra/__init__.py") == b"WHO = 'repo'\n"
     assert info["distributions"]["acme_extra"] == "1.0"
     assert info["distributions"]["thirdparty"] == "1.0"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders.resolve import Distribution, resolve
+from shipyard.builders.distributions import Distribution
+from shipyard.builders.resolve import resolve
 from shipyard.errors import BuildError
 
 X86 = "cp311-cp311-manylinux_2_17_x86_64"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders.resolve import uv_binary
 from shipyard.builders.sdists import LockedSdist, sdist_only, wheel_from_sdist, without
 from shipyard.engine.cache.prune import prune_cache
 from shipyard.engine.cache.usage import usage
 from shipyard.errors import BuildError
 from shipyard.manifest._validate import workspace_root
+from shipyard.process import uv_binary
 from tests.unit._dynamic import backend_index, backend_wheels, offline
 from tests.unit._nested import htmlish_sdist
 

@@ -40,7 +40,7 @@ from tests.unit._hostile import (
     zipapp_action,
     zipapp_options,
 )
-from tests.unit.builders.zipapp.test_zipapp_boot import run
+from tests.unit.builders.zipapp.boot.test_boot import run
 from tests.unit.files.test_sources_hostile import snapshot
 
 # name: (extra entries, also install with pip (slow: only a representative subset))

@@ -26,6 +26,7 @@ from shipyard.builders import zipapp as zipapp_module
 from shipyard.builders.kinds import ImageKinds
 from shipyard.builders.wheel import WheelBuilder
 from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
+from shipyard.builders.zipapp import archive as zipapp_archive
 from shipyard.engine.context import BuildContext, Builder, Slots
 from shipyard.engine.keys import ActionKey, canonical
 from shipyard.engine.plan import Action
@@ -204,7 +205,10 @@ DECLARED: dict[str, tuple[Callable[[Path], Scene], dict[str, Change]]] = {
         zipapp_scene,
         {
             "shipyard": _version(zipapp_module),
-            "boot": lambda s, mp: (mp.setattr(zipapp_module, "_boot_source", lambda: b"#"), s)[1],
+            "boot": lambda s, mp: (
+                mp.setattr(zipapp_archive, "_boot_sources", lambda: {"boot": b"#"}),
+                s,
+            )[1],
             **COMMON,
             "entrypoint": _zipapp(entrypoint="app:other"),
             "shebang": _zipapp(shebang="/usr/bin/python3.11"),

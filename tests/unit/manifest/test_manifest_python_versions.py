@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 
 from shipyard.artifacts import select
+from shipyard.builders.distributions import Distribution
 from shipyard.builders.image import ImageBuilder
 from shipyard.builders.image.variants import plan_variants, variant_of
 from shipyard.builders.kinds import ImageKinds
-from shipyard.builders.resolve import Distribution, Resolution
-from shipyard.builders.zipapp import ZipappBuilder, _archives, archive_file
+from shipyard.builders.resolve import Resolution
+from shipyard.builders.zipapp import ZipappBuilder, archive_file
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp.targets import plan_archives
 from shipyard.engine.keys import canonical
 from shipyard.engine.plan import Selection, make_plan
 from shipyard.engine.run import wrapped
@@ -234,7 +236,7 @@ def _shapes(pythons: Sequence[str], platforms: Sequence[str], made: Any) -> list
     resolutions = [made(py, p) for py in pythons for p in platforms]
     return [
         (a.named, a.pythons, a.universal, a.resolution.platform, len(a.covered))
-        for a in _archives(pythons, platforms, resolutions)
+        for a in plan_archives(pythons, platforms, resolutions)
     ]
 
 

@@ -17,7 +17,8 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 
 from shipyard.artifacts import Distribution, Installed, Metadata
-from shipyard.builders.resolve import _license, resolve
+from shipyard.builders.distributions import _license
+from shipyard.builders.resolve import resolve
 from shipyard.oci.mediatypes import CYCLONEDX_JSON, OCI_CONFIG, OCI_MANIFEST
 from shipyard.oci.remote.attach import attached_tag
 from shipyard.release.attachments import PLATFORM_NOTE, attachment

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from shipyard.artifacts import Artifact, select
-from shipyard.builders.image import write_images
+from shipyard.builders.image.outputs import write_images
 from shipyard.builders.image.variants import no_dockerfile_variants
 from shipyard.builders.kinds import dockerfile_inputs, dockerfile_path
 from shipyard.dist import action_log, temp_prefix
@@ -89,14 +89,7 @@ class DockerfileBuilder:
             client = docker.from_env(environment=dict(ctx.env))
             ctx.dist.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(prefix=temp_prefix(), dir=ctx.dist) as tmp:
-                context = Path(tmp) / "context.tar"
-                try:
-                    names = context_names(dockerfile.parent, dockerfile.name, ctx.dist)
-                    with context.open("wb") as handle:
-                        wheels = [a.path for a in select(deps, kind="wheel")]
-                        _write_context(handle, dockerfile.parent, names, wheels)
-                except OSError as exc:
-                    raise ShipyardError(f"the build context: {exc}") from None
+                context = _context(Path(tmp), dockerfile, ctx.dist, deps)
                 # One platform after the other, unlike the other builders: both
                 # builds pull the same base tag, which the engine's image store
                 # holds for one platform at a time.
@@ -105,33 +98,11 @@ class DockerfileBuilder:
                         suffix = hashlib.sha256(platform.encode()).hexdigest()[:12]
                         tag = f"shipyard-build/{binary}:{suffix}"
                         tags.append(tag)
-                        try:
-                            with context.open("rb") as sent:
-                                image, lines = client.images.build(
-                                    fileobj=sent,
-                                    custom_context=True,
-                                    dockerfile=dockerfile.name,
-                                    platform=platform,
-                                    tag=tag,
-                                    rm=True,
-                                    forcerm=True,
-                                    pull=True,
-                                    network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
-                                    buildargs={
-                                        "VERSION": ctx.stamp.version,
-                                        "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
-                                    },
-                                )
-                        except DockerBuildError as exc:
-                            steps.extend(_log(out, exc.build_log))  # the steps that worked
-                            raise
-                        steps.extend(_log(out, lines))
+                        built = _engine_build(
+                            client, context, dockerfile.name, platform, tag, ctx, out, steps
+                        )
                         saved = Path(tmp) / f"{platform.replace('/', '_')}.tar"
-                        with saved.open("wb") as handle:
-                            for chunk in image.save(named=True):
-                                handle.write(chunk)
-                        (read,) = read_docker_archive(saved, blob_store(ctx.env))
-                        images[platform] = read
+                        images[platform] = _read_back(built, saved, ctx)
         except (DockerBuildError, APIError) as exc:
             raise ShipyardError(f"docker build failed: {exc} (log: {log})") from None
         except DockerException as exc:
@@ -142,6 +113,68 @@ class DockerfileBuilder:
             if client is not None:
                 _remove_build_images(client, tags, steps)
         return write_images(binary, ctx, images, None)
+
+
+def _context(tmp: Path, dockerfile: Path, dist: Path, deps: Sequence[Artifact]) -> Path:
+    """The build context as one tar in `tmp`: the Dockerfile's folder as the engine would
+    send it (`context_names`), then the wheels among `deps`."""
+    context = tmp / "context.tar"
+    try:
+        names = context_names(dockerfile.parent, dockerfile.name, dist)
+        with context.open("wb") as handle:
+            wheels = [a.path for a in select(deps, kind="wheel")]
+            _write_context(handle, dockerfile.parent, names, wheels)
+    except OSError as exc:
+        raise ShipyardError(f"the build context: {exc}") from None
+    return context
+
+
+def _engine_build(
+    client: Any,
+    context: Path,
+    dockerfile: str,
+    platform: str,
+    tag: str,
+    ctx: BuildContext,
+    out: IO[str],
+    steps: list[str],
+) -> Any:
+    """The engine's image of `platform`, built from the `context` tar and tagged `tag`,
+    without network unless $SHIPYARD_DOCKER_NETWORK says; its output goes to `out`
+    and the images its steps left to `steps`, also when it fails."""
+    from docker.errors import BuildError as DockerBuildError
+
+    try:
+        with context.open("rb") as sent:
+            image, lines = client.images.build(
+                fileobj=sent,
+                custom_context=True,
+                dockerfile=dockerfile,
+                platform=platform,
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                pull=True,
+                network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
+                buildargs={
+                    "VERSION": ctx.stamp.version,
+                    "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),
+                },
+            )
+    except DockerBuildError as exc:
+        steps.extend(_log(out, exc.build_log))  # the steps that worked
+        raise
+    steps.extend(_log(out, lines))
+    return image
+
+
+def _read_back(image: Any, saved: Path, ctx: BuildContext) -> Image:
+    """The engine's `image` in the OCI model: saved to the file `saved`, then read."""
+    with saved.open("wb") as handle:
+        for chunk in image.save(named=True):
+            handle.write(chunk)
+    (read,) = read_docker_archive(saved, blob_store(ctx.env))
+    return read
 
 
 # How the engine's classic builder names the image each step leaves: " ---> 1a2b3c4d5e6f".

@@ -19,17 +19,23 @@ import hashlib
 import json
 import tarfile
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipyard._fs import atomic_write
-from shipyard.builders.resolve import NATIVE, Resolution
+from shipyard.builders.distributions import NATIVE
+from shipyard.builders.image.layers import DEPS_SITE, LIBS_SITE, Roles, normal_name
+from shipyard.builders.image.variants import VariantPlan
+from shipyard.builders.resolve import Resolution
+from shipyard.errors import ShipyardError
+from shipyard.manifest import Image as ImageSettings
+from shipyard.oci.base import Base
 from shipyard.oci.elf import read_dynamic
 from shipyard.oci.layer import BlobStore
 from shipyard.oci.model import Layer
 
-__all__ = ["ACCEPT_ALL", "MissingLibrary", "base_libraries", "missing_libraries"]
+__all__ = ["ACCEPT_ALL", "MissingLibrary", "base_libraries", "check_native", "missing_libraries"]
 
 ACCEPT_ALL = "*"
 # Where the dynamic loader (and ld.so.conf on Debian, Ubuntu, RHEL, Alpine) looks.
@@ -155,3 +161,50 @@ def missing_libraries(
             owner = owners.get(rel, "?")
             missing.append(MissingLibrary(library, image_path(rel, owner), owner))
     return missing
+
+
+def check_native(
+    platforms: Sequence[str],
+    plan: VariantPlan,
+    loaded: Mapping[str, Mapping[str, Base]],
+    by_python: Mapping[str, Sequence[Resolution]],
+    roles: Roles,
+    store: BlobStore,
+    settings: ImageSettings,
+) -> None:
+    """Refuse (exit 1) an image whose native code needs a library that neither its base
+    nor its own files provide, for any platform and flavour, naming each library, the
+    file that needs it and its distribution; `image.allow_missing_libraries` accepts."""
+    accept = settings.allow_missing_libraries
+    own = {roles.own}
+
+    def image_path(rel: str, owner: str) -> str:
+        name = normal_name(owner.partition(" ")[0])
+        site = (
+            roles.app_site if name in own else LIBS_SITE if name in roles.libraries else DEPS_SITE
+        )
+        return f"{site}/{rel}"
+
+    lines: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for flavour in plan.flavours:
+        for platform, resolution in zip(platforms, by_python[flavour.python], strict=True):
+            base = loaded[flavour.base][platform]
+            have = base_libraries(base.image.layers, store)
+            for gap in missing_libraries(resolution, have, accept=accept, image_path=image_path):
+                if (gap.library, gap.needed_by, flavour.base) in seen:
+                    continue
+                seen.add((gap.library, gap.needed_by, flavour.base))
+                lines.append(
+                    f"{gap.library}, needed by {gap.needed_by} ({gap.distribution}), is not in "
+                    f"base {base.name} ({platform}) nor in the image"
+                )
+    if lines:
+        names = sorted({line.split(",", 1)[0] for line in lines})
+        raise ShipyardError(
+            "native libraries missing:\n  "
+            + "\n  ".join(lines)
+            + "\n  use a base that has them (manylinux wheels expect libstdc++, libgcc_s and "
+            "glibc's libraries; Debian: apt-get install libstdc++6), or accept them with "
+            f"image.allow_missing_libraries: [{', '.join(names)}]"
+        )

@@ -47,6 +47,8 @@ __all__ = [
     "find_credentials",
     "parse_challenges",
     "parse_token_response",
+    "pull_scope",
+    "push_scope",
     "redact",
 ]
 
@@ -91,6 +93,16 @@ class Challenge:
     def scopes(self) -> tuple[str, ...]:
         """The scopes the registry asked for (space-separated in the header)."""
         return tuple(self.params.get("scope", "").split())
+
+
+def pull_scope(repo: str) -> str:
+    """The token scope to pull from `repo`."""
+    return f"repository:{repo}:pull"
+
+
+def push_scope(repo: str) -> str:
+    """The token scope to push to `repo` (pushing needs pulling too)."""
+    return f"repository:{repo}:pull,push"
 
 
 def redact(text: str) -> str:

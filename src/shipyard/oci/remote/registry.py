@@ -1,17 +1,12 @@
 """A client for one OCI distribution registry: blobs and manifests, pushed and pulled.
 
-Blobs stream from and to disk: an upload checks for the blob first, tries a
-cross-repository mount when a source repository is known, and goes up in one PUT
-or in PATCH chunks. A failed chunk resumes from what the registry says it holds;
-any other failed upload checks whether the blob landed after all, then starts
-again from the beginning. One blob has one retry budget: its attempts are counted
-afresh only when the upload gets further than it ever did (a registry that says
-it holds less than it confirmed costs an attempt), and the policy's time cap runs
-from the blob's first request, so no registry can keep an upload going forever.
-Downloads are verified against their length and digest and land atomically; one
-cut short is fetched again. Manifests are pushed by digest first; tags are moved
-last by the caller. Authentication, TLS, retries and the
-typed errors live in `shipyard.oci.remote.transport`. A Registry is safe to share between threads.
+Blobs stream from and to disk: an upload checks for the blob first, then goes up
+through `shipyard.oci.remote.upload` (a mount, one PUT or PATCH chunks, resumed or
+started again within one retry budget per blob). Downloads are verified against
+their length and digest and land atomically; one cut short is fetched again.
+Manifests are pushed by digest first; tags are moved last by the caller.
+Authentication, TLS, retries and the typed errors live in
+`shipyard.oci.remote.transport`. A Registry is safe to share between threads.
 """
 
 from __future__ import annotations
@@ -21,15 +16,13 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
-from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin
 
 import requests
 
 from shipyard import _json
-from shipyard._http.retry import Backoff
 from shipyard._http.transport import failure_reason
 
 # Both families' types live in shipyard.oci.mediatypes; these names are kept for callers.
@@ -39,6 +32,7 @@ from shipyard.oci.mediatypes import MANIFEST_TYPES as MANIFEST_MEDIA_TYPES
 from shipyard.oci.mediatypes import OCI_INDEX as MEDIA_OCI_INDEX
 from shipyard.oci.mediatypes import OCI_MANIFEST as MEDIA_OCI_MANIFEST
 from shipyard.oci.mediatypes import OCTET_STREAM as _OCTETS
+from shipyard.oci.remote.auth import pull_scope, push_scope
 from shipyard.oci.remote.reference import (
     is_digest,
     validate_digest,
@@ -54,6 +48,7 @@ from shipyard.oci.remote.transport import (
     RegistryStats,
     Transport,
 )
+from shipyard.oci.remote.upload import Progress, SessionLost, Upload
 
 __all__ = [
     "DEFAULT_CERTS_DIRS",
@@ -74,79 +69,8 @@ _MAX_MANIFEST = 4 << 20  # the size registries are required to accept
 _MAX_PAGES = 1000
 
 
-class _Progress:
-    """One blob upload's retry budget: attempts renew on progress, a bounded number of times.
-
-    Each chunk the registry confirms beyond what this upload session had renews
-    the attempts, so a long upload through a flaky network ends; a session
-    started again (the registry lost the upload, or the closing PUT's answer was
-    lost) earns renewals again, but only `renewals` in all: three passes over the
-    blob's chunks. A registry that keeps losing what it stored therefore spends
-    the budget instead of keeping the upload going for ever, and the time cap
-    runs from the blob's first request.
-    """
-
-    def __init__(self, backoff: Backoff, renewals: int) -> None:
-        self.backoff = backoff
-        self.session_high = 0
-        self.left = renewals
-
-    def new_session(self) -> None:
-        """An upload session starts from nothing."""
-        self.session_high = 0
-
-    def reached(self, offset: int) -> None:
-        """The registry holds `offset` bytes: past this session's best, attempts renew."""
-        if offset > self.session_high:
-            self.session_high = offset
-            if self.left > 0:
-                self.left -= 1
-                self.backoff.renew()
-
-
-class _SessionLost(RegistryError):
-    """The registry no longer knows an upload session after a failed request of it.
-
-    A consequence of the failure already counted against the budget, not a new
-    one: the restart is logged and paused like a retry, but its attempt is given
-    back, so one fault does not spend two attempts.
-    """
-
-
-class _Slice:
-    """`length` bytes of an open file from `offset`, read in blocks by http.client."""
-
-    def __init__(self, handle: IO[bytes], offset: int, length: int, sent: Callable[[int], None]):
-        handle.seek(offset)
-        self._handle, self._left, self._sent = handle, length, sent
-
-    def __len__(self) -> int:
-        return self._left
-
-    def read(self, size: int = -1) -> bytes:
-        size = self._left if size < 0 else min(size, self._left)
-        data = self._handle.read(size)
-        self._left -= len(data)
-        self._sent(len(data))
-        return data
-
-
-def _with_query(url: str, **params: str) -> str:
-    parts = urlsplit(url)
-    query = "&".join(q for q in (parts.query, urlencode(params)) if q)
-    return urlunsplit(parts._replace(query=query))
-
-
 def _hash(algorithm: str, data: bytes) -> str:
     return f"{algorithm}:{hashlib.new(algorithm, data).hexdigest()}"
-
-
-def _pull(repo: str) -> str:
-    return f"repository:{repo}:pull"
-
-
-def _push(repo: str) -> str:
-    return f"repository:{repo}:pull,push"
 
 
 class Registry(Transport):
@@ -180,12 +104,12 @@ class Registry(Transport):
         """
         validate_repository(repo)
         op = f"check push access to {repo}"
-        location = self._start_upload(repo, "", None, op)
+        location = Upload(self, repo, "", op).start(None)
         if location is None:
             return
         with (
             contextlib.suppress(RegistryError),
-            self._send(op, lambda: self._authorized("DELETE", location, op, [_push(repo)])),
+            self._send(op, lambda: self._authorized("DELETE", location, op, [push_scope(repo)])),
         ):
             pass
 
@@ -195,7 +119,7 @@ class Registry(Transport):
         validate_digest(digest)
         op = f"check blob {digest} in {repo}"
         url = self._url(f"/v2/{repo}/blobs/{digest}")
-        with self._send(op, lambda: self._authorized("HEAD", url, op, [_pull(repo)])) as resp:
+        with self._send(op, lambda: self._authorized("HEAD", url, op, [pull_scope(repo)])) as resp:
             if resp.status_code in (200, 404):
                 return resp.status_code == 200
             raise self._error(op, resp)
@@ -230,21 +154,20 @@ class Registry(Transport):
         if chunk_size is None and size > self._chunk_threshold:
             chunk_size = self._chunk_size
         chunks = -(-size // chunk_size) if chunk_size else 1
-        progress = _Progress(self._retry.start(), renewals=3 * chunks + 3)
+        progress = Progress(self._retry.start(), renewals=3 * chunks + 3)
+        upload = Upload(self, repo, digest, op)
         while True:
             try:
-                location = self._start_upload(repo, digest, mount_from, op)
+                location = upload.start(mount_from)
                 if location is None:
                     return False
                 if chunk_size is None:
-                    self._upload_whole(location, repo, digest, size, path, op)
+                    upload.whole(location, size, path)
                 else:
-                    self._upload_chunks(
-                        location, repo, digest, size, path, chunk_size, op, progress
-                    )
+                    upload.chunks(location, size, path, chunk_size, progress)
             except RegistryError as exc:
                 self._pause_or_raise(op, exc, progress.backoff)
-                if isinstance(exc, _SessionLost):
+                if isinstance(exc, SessionLost):
                     progress.backoff.refund()  # the failure that lost it was counted already
                 if not self.blob_exists(repo, digest):
                     continue
@@ -266,7 +189,7 @@ class Registry(Transport):
         op = f"get manifest {self._ref(repo, reference)}"
         url = self._url(f"/v2/{repo}/manifests/{reference}")
         headers = {"Accept": ", ".join(accept)}
-        scopes = [_pull(repo)]
+        scopes = [pull_scope(repo)]
         attempt = functools.partial(self._authorized, "GET", url, op, scopes, headers, stream=True)
 
         def fetch() -> tuple[bytes, str, str | None]:
@@ -292,7 +215,7 @@ class Registry(Transport):
         url = self._url(f"/v2/{repo}/manifests/{reference}")
         headers = {"Accept": ", ".join(MANIFEST_MEDIA_TYPES)}
         with self._send(
-            op, lambda: self._authorized("HEAD", url, op, [_pull(repo)], headers)
+            op, lambda: self._authorized("HEAD", url, op, [pull_scope(repo)], headers)
         ) as resp:
             if resp.status_code == 404:
                 return None
@@ -316,7 +239,7 @@ class Registry(Transport):
         url = self._url(f"/v2/{repo}/manifests/{reference}")
         headers = {"Content-Type": media_type}
         attempt = functools.partial(
-            self._authorized, "PUT", url, op, [_push(repo)], headers, lambda: data
+            self._authorized, "PUT", url, op, [push_scope(repo)], headers, lambda: data
         )
         with self._send(op, attempt) as resp:
             if resp.status_code not in (200, 201, 202):
@@ -336,7 +259,7 @@ class Registry(Transport):
             if url is None:
                 break
             page = url
-            attempt = functools.partial(self._authorized, "GET", page, op, [_pull(repo)])
+            attempt = functools.partial(self._authorized, "GET", page, op, [pull_scope(repo)])
             with self._send(op, attempt) as resp:
                 if resp.status_code != 200:
                     raise self._error(op, resp)
@@ -354,127 +277,11 @@ class Registry(Transport):
 
     # -- blobs ----------------------------------------------------------------------------
 
-    def _start_upload(self, repo: str, digest: str, mount_from: str | None, op: str) -> str | None:
-        """POST an upload (or a mount); the upload URL, or None when the blob was mounted."""
-        url = self._url(f"/v2/{repo}/blobs/uploads/")
-        scopes = [_push(repo)]
-        if mount_from is not None:
-            url = _with_query(url, mount=digest, **{"from": mount_from})
-            scopes.append(_pull(mount_from))
-        with self._send(op, lambda: self._authorized("POST", url, op, scopes)) as resp:
-            location = resp.headers.get("Location")
-            if resp.status_code == 201 and mount_from is not None:
-                self._count(blobs_mounted=1)
-                return None
-            if resp.status_code != 202 or not location:
-                raise self._error(op, resp)
-        return urljoin(url, location)
-
-    def _upload_whole(
-        self, location: str, repo: str, digest: str, size: int, path: Path, op: str
-    ) -> None:
-        """Monolithic: one PUT with the whole blob."""
-        sent = functools.partial(self._count, "bytes_uploaded")
-        with path.open("rb") as handle:
-            body = functools.partial(_Slice, handle, 0, size, sent)
-            headers = {"Content-Type": _OCTETS}
-            url = _with_query(location, digest=digest)
-            self._expect(op, 201, "PUT", url, scopes=[_push(repo)], headers=headers, body=body)
-
-    def _upload_chunks(
-        self,
-        location: str,
-        repo: str,
-        digest: str,
-        size: int,
-        path: Path,
-        chunk_size: int,
-        op: str,
-        progress: _Progress,
-    ) -> None:
-        """PATCH chunks, then the closing PUT; a failed request resumes where the registry is.
-
-        The blob's budget (`progress`) is renewed when the registry holds more than
-        this session had, a bounded number of times, so a long upload through a
-        flaky network still ends, and one whose registry keeps losing what it
-        stored spends the budget: a Range that goes back below what was confirmed
-        counts as a failed attempt, and the time cap is the blob's.
-        """
-        scopes = [_push(repo)]
-        sent = functools.partial(self._count, "bytes_uploaded")
-        offset = 0
-        progress.new_session()
-        with path.open("rb") as handle:
-            while True:
-                try:
-                    if offset >= size:
-                        url = _with_query(location, digest=digest)
-                        self._expect(op, 201, "PUT", url, scopes)
-                        return
-                    length = min(chunk_size, size - offset)
-                    end = offset + length - 1
-                    body = functools.partial(_Slice, handle, offset, length, sent)
-                    headers = {"Content-Type": _OCTETS, "Content-Range": f"{offset}-{end}"}
-                    resp = self._expect(op, 202, "PATCH", location, scopes, headers, body)
-                    stored = resp.headers.get("Range", f"0-{end}").rpartition("-")[2]
-                    if not resp.headers.get("Location") or stored != str(end):
-                        detail = f"chunk {offset}-{end} was not stored whole"
-                        raise RegistryError(self.host, op, detail)
-                    location = urljoin(location, resp.headers["Location"])
-                    offset += length
-                    progress.reached(offset)
-                except RegistryError as exc:
-                    self._pause_or_raise(op, exc, progress.backoff)
-                    location, held = self._upload_offset(location, size, scopes, op)
-                    if held < offset:
-                        detail = f"the registry holds {held} bytes after confirming {offset}"
-                        lost = RegistryError(self.host, op, detail, transient=True)
-                        self._pause_or_raise(op, lost, progress.backoff)
-                    offset = held
-                    progress.reached(offset)
-
-    def _upload_offset(
-        self, location: str, size: int, scopes: Sequence[str], op: str
-    ) -> tuple[str, int]:
-        """Where an interrupted chunked upload stands: its URL and how many bytes it holds.
-
-        An upload the registry no longer knows (it may have been completed by the
-        request whose answer was lost) or whose state is unclear is a transient
-        error, so the caller checks for the blob and else starts again.
-        """
-        attempt = functools.partial(self._authorized, "GET", location, op, scopes)
-        with self._send(op, attempt) as resp:
-            end = resp.headers.get("Range", "").rpartition("-")[2]
-            moved = resp.headers.get("Location")
-            # "0-0" is what a registry says for both 0 and 1 bytes held: start again.
-            held = int(end) + 1 if end.isdigit() and end != "0" else 0
-            if resp.status_code not in (200, 204) or not 0 < held <= size:
-                detail = f"the upload session answered HTTP {resp.status_code}, Range {end!r}"
-                raise _SessionLost(self.host, op, detail + "; starting again", transient=True)
-        return (urljoin(location, moved) if moved else location), held
-
-    def _expect(
-        self,
-        op: str,
-        status: int,
-        method: str,
-        url: str,
-        scopes: Sequence[str],
-        headers: Mapping[str, str] | None = None,
-        body: Callable[[], Any] | None = None,
-    ) -> requests.Response:
-        """One request of an upload session (never retried alone), which must answer `status`."""
-        attempt = functools.partial(self._authorized, method, url, op, scopes, headers, body)
-        with self._send(op, attempt, retry=False) as resp:
-            if resp.status_code != status:
-                raise self._error(op, resp)
-        return resp
-
     def _download(self, repo: str, digest: str, dest: Path, size: int | None, op: str) -> int:
         url = self._url(f"/v2/{repo}/blobs/{digest}")
         algorithm, _, expected = digest.partition(":")
         with self._send(
-            op, lambda: self._authorized("GET", url, op, [_pull(repo)], stream=True)
+            op, lambda: self._authorized("GET", url, op, [pull_scope(repo)], stream=True)
         ) as resp:
             if resp.status_code != 200:
                 raise self._error(op, resp)

@@ -38,20 +38,11 @@ from urllib.parse import urlsplit
 import requests
 
 from shipyard import _json
-from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError
+from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError, UnsafeURL
 from shipyard._http.retry import RetryPolicy
-from shipyard._http.transport import (
-    Client,
-    HTTPStats,
-    RequestHook,
-    UnsafeURL,
-    authority,
-    ca_file_from,
-    http_timeout,
-    is_loopback,
-    origin,
-    read_capped,
-)
+from shipyard._http.settings import ca_file_from, http_timeout
+from shipyard._http.transport import Client, HTTPStats, RequestHook, read_capped
+from shipyard._http.urls import authority, is_loopback, origin
 from shipyard.errors import UsageError
 from shipyard.oci.remote.auth import (
     Authenticator,
@@ -112,6 +103,64 @@ def ca_variable_name(host: str) -> str:
     return env_variable_names(host)[0].removesuffix("_USER") + "_CA_FILE"
 
 
+@dataclass(frozen=True)
+class _Endpoint:
+    """Where a registry is and how it may be reached: the scheme it was named with ("":
+    probe), its host, whether it is insecure, the hosts listed as insecure, and whether
+    it is a loopback host."""
+
+    scheme: str
+    host: str
+    insecure: bool
+    listed: frozenset[str]
+    loopback: bool
+
+    @property
+    def plain_ok(self) -> bool:
+        """Whether plain HTTP may be used for it."""
+        return self.insecure or self.loopback
+
+
+def _endpoint(host: str, insecure: bool, env: Mapping[str, str]) -> _Endpoint:
+    """The registry `host` (`host[:port]`, optionally `http(s)://`) names, checked:
+    UsageError for another scheme, a bad host, or plain HTTP to a host off loopback
+    that is not insecure (`insecure` or listed in $SHIPYARD_INSECURE_REGISTRIES)."""
+    scheme, sep, bare = host.partition("://")
+    if not sep:
+        scheme, bare = "", host
+    if scheme not in ("", "http", "https"):
+        raise UsageError(f"registry {host!r}: the scheme must be http:// or https://")
+    host = validate_host(bare.rstrip("/"))
+    listed = {h.strip() for h in env.get("SHIPYARD_INSECURE_REGISTRIES", "").split(",")}
+    end = _Endpoint(scheme, host, insecure or host in listed, frozenset(listed), is_loopback(host))
+    if scheme == "http" and not end.plain_ok:
+        raise UsageError(
+            f"registry {host}: plain HTTP is only used for loopback hosts; use https://, "
+            f"or allow it with insecure=True or SHIPYARD_INSECURE_REGISTRIES={host}"
+        )
+    return end
+
+
+def _ca_file(
+    env: Mapping[str, str], host: str, given: Path | None, certs_dirs: Sequence[Path], what: str
+) -> Path | None:
+    """The private CA of `host`: `given`, else the file its `ca_variable_name` names, else
+    docker's `certs.d/<host>/ca.crt` in `certs_dirs`; None when there is none."""
+    found = ca_file_from(env, ca_variable_name(host), given, what)
+    if found is None:
+        paths = (d / host / "ca.crt" for d in certs_dirs)
+        found = next((p for p in paths if p.is_file()), None)
+    return found
+
+
+def _trust_hint(host: str) -> str:
+    """How to trust the CA that signed `host`'s certificate."""
+    return (
+        f"set {ca_variable_name(host)}=/path/to/ca.pem (its PEM certificate), or save that "
+        f"certificate as /etc/docker/certs.d/{host}/ca.crt"
+    )
+
+
 def _error_codes(resp: requests.Response) -> tuple[list[str], list[str]]:
     """The `errors[].code` and `errors[].message` of an OCI error body, if any."""
     if resp.request.method == "HEAD":
@@ -157,40 +206,20 @@ class Transport(Client):
         global_credentials: bool = True,
     ) -> None:
         env = os.environ if environ is None else environ
-        scheme, sep, bare = host.partition("://")
-        if not sep:
-            scheme, bare = "", host
-        if scheme not in ("", "http", "https"):
-            raise UsageError(f"registry {host!r}: the scheme must be http:// or https://")
-        host = validate_host(bare.rstrip("/"))
-        listed = {h.strip() for h in env.get("SHIPYARD_INSECURE_REGISTRIES", "").split(",")}
-        insecure = insecure or host in listed
-        loopback = is_loopback(host)
-        plain_ok = insecure or loopback
-        if scheme == "http" and not plain_ok:
-            raise UsageError(
-                f"registry {host}: plain HTTP is only used for loopback hosts; use https://, "
-                f"or allow it with insecure=True or SHIPYARD_INSECURE_REGISTRIES={host}"
-            )
-        ca_variable = ca_variable_name(host)
-        ca_file = ca_file_from(env, ca_variable, ca_file, f"registry {host}")
-        if ca_file is None:
-            found = (d / host / "ca.crt" for d in certs_dirs)
-            ca_file = next((p for p in found if p.is_file()), None)
-        if session is None and loopback:
+        end = _endpoint(host, insecure, env)
+        ca_file = _ca_file(env, end.host, ca_file, certs_dirs, f"registry {end.host}")
+        if session is None and end.loopback:
             session = requests.Session()
             session.trust_env = False  # a loopback registry is never behind a proxy
         super().__init__(
-            host,
+            end.host,
             server="the registry",
-            scheme=scheme or ("https" if ca_file or not plain_ok else ""),
-            insecure=insecure,
-            insecure_hosts=frozenset(listed),
+            scheme=end.scheme or ("https" if ca_file or not end.plain_ok else ""),
+            insecure=end.insecure,
+            insecure_hosts=end.listed,
             insecure_hint="add it to SHIPYARD_INSECURE_REGISTRIES",
             ca_file=ca_file,
-            trust_hint=f"set {ca_variable}=/path/to/ca.pem (its PEM certificate), or save that "
-            f"certificate as /etc/docker/certs.d/{host}/ca.crt, or pass ca_file=PATH to the "
-            "Registry",
+            trust_hint=f"{_trust_hint(end.host)}, or pass ca_file=PATH to the Registry",
             timeout=timeout or http_timeout(env),
             retry=retry,
             session=session,
@@ -234,20 +263,13 @@ class Transport(Client):
             validate_host(where)
         except UsageError:
             return None
-        found = ca_file_from(self._environ, ca_variable_name(where), None, f"host {where}")
-        if found is None:
-            paths = (d / where / "ca.crt" for d in self._certs_dirs)
-            found = next((p for p in paths if p.is_file()), None)
-        return found
+        return _ca_file(self._environ, where, None, self._certs_dirs, f"host {where}")
 
     def _trust_hint_for(self, where: str) -> str:
         """How to trust the CA of `where`: the per-host variable or certs.d file."""
         if where == self.host.lower():
             return super()._trust_hint_for(where)
-        return (
-            f"set {ca_variable_name(where)}=/path/to/ca.pem (its PEM certificate), or save that "
-            f"certificate as /etc/docker/certs.d/{where}/ca.crt"
-        )
+        return _trust_hint(where)
 
     def _owns(self, url: str) -> bool:
         """True if `url` is on this registry's own origin, where its credentials may go."""

@@ -7,8 +7,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import subprocess
-import sys
 import tarfile
 import zipfile
 from collections.abc import Mapping, Sequence
@@ -17,8 +15,9 @@ from types import MappingProxyType
 
 import pytest
 
-from shipyard.builders.image import ImageBuilder, entry_script, split_site
-from shipyard.builders.resolve import Distribution, Locked, Resolution
+from shipyard.builders.distributions import Distribution
+from shipyard.builders.image import ImageBuilder
+from shipyard.builders.resolve import Locked, Resolution
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
@@ -261,39 +260,6 @@ def test_the_key_follows_settings_and_base_but_not_the_output_folder(repo: Path)
         dataclasses.replace(retagged, image=pushed), _ctx(repo), _deps(repo)
     )
     assert same == key, "where an image is pushed does not change what is built"
-
-
-def test_the_entry_script_runs_the_entry_point(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    (site / "app").mkdir(parents=True)
-    (site / "app" / "__init__.py").write_text("")
-    (site / "app" / "main.py").write_bytes(MAIN)
-    (tmp_path / "pth").mkdir()
-    (site / "extra.pth").write_text(str(tmp_path / "pth") + "\n")
-    script = tmp_path / "run"
-    script.write_bytes(entry_script("app.main:main", str(site)))
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, check=False
-    )
-    assert (done.returncode, done.stdout) == (0, "app says hi\n")
-    probe = entry_script("sys:exit", str(site)).replace(b"sys.exit(exit())", b"print(sys.path)")
-    script.write_bytes(probe)
-    path = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, check=True
-    ).stdout
-    assert path.index(str(site)) < path.index(str(tmp_path / "pth")), ".pth dirs come after"
-
-
-def test_split_site_reads_record_including_quoted_names(tmp_path: Path) -> None:
-    info = tmp_path / "My.App-1.0.dist-info"
-    info.mkdir()
-    (info / "RECORD").write_text('my_app/x.py,,\n"my_app/a,b.py",,\n../../bin/tool,,\n')
-    (tmp_path / "other-1.0.dist-info").mkdir()
-    assert split_site(tmp_path, "my_app") == {
-        "my_app/x.py",
-        "my_app/a,b.py",
-        "My.App-1.0.dist-info/RECORD",
-    }
 
 
 def test_docker_archives_name_their_tags(repo: Path) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.builders.distributions import Distribution
 from shipyard.builders.image.native import base_libraries, missing_libraries
-from shipyard.builders.resolve import Distribution, Resolution
+from shipyard.builders.resolve import Resolution
 from shipyard.oci.elf import Dynamic, read_dynamic
 from shipyard.oci.layer import BlobStore, layer_from_tarball
 from shipyard.oci.model import Layer

@@ -1,8 +1,9 @@
 """Registry faults from a scripted server: retries, back-off, time-outs, bounded budgets.
 
 429 with Retry-After, 503 then success, a reset connection, an answer cut short, a
-400 that must not be retried, a time-out, plain HTTP off loopback, bad names. The
-server: tests/unit/_fake_registry.py.
+400 that must not be retried, a time-out, plain HTTP off loopback, bad names, a blob
+or a manifest whose bytes do not match their digest. The server:
+tests/unit/_fake_registry.py.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from shipyard._http.retry import RetryPolicy
-from shipyard._http.transport import http_timeout
 from shipyard.errors import UsageError
 from shipyard.oci.remote.reference import InvalidReference
 from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
@@ -165,15 +165,6 @@ def test_a_stalled_answer_times_out_per_shipyard_http_timeout(
     assert len(sleeps) == 2
 
 
-def test_http_timeout_from_the_environment() -> None:
-    assert http_timeout({}) == (10.0, 120.0)
-    assert http_timeout({"SHIPYARD_HTTP_TIMEOUT": "2.5"}) == (2.5, 2.5)
-    assert http_timeout({"SHIPYARD_HTTP_TIMEOUT": " 300 "}) == (10.0, 300.0)
-    for junk in ("0", "-1", "soon", "nan", "1e9"):
-        with pytest.raises(UsageError, match="SHIPYARD_HTTP_TIMEOUT"):
-            http_timeout({"SHIPYARD_HTTP_TIMEOUT": junk})
-
-
 def test_refused_connection_is_retried_then_reported(sleeps: list[float]) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -216,3 +207,29 @@ def test_bad_names_never_reach_the_network(fake: FakeRegistry, sleeps: list[floa
         with pytest.raises(InvalidReference):
             call()
     assert fake.seen == []
+
+
+def test_pulled_blob_with_wrong_bytes_is_rejected(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    fake.route("GET", f"/v2/app/blobs/{DIGEST}", (200, {}, b"not what was asked for"))
+    registry, _ = client(fake, sleeps)
+    dest = tmp_path / "out" / "blob"
+    with pytest.raises(RegistryError, match="the registry sent content with sha256:"):
+        registry.pull_blob("app", DIGEST, dest)
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == [], "the partial download was removed"
+    assert fake.count("GET", f"/v2/app/blobs/{DIGEST}") == 1
+
+
+def test_manifest_with_a_lying_digest_header_is_rejected(
+    fake: FakeRegistry, sleeps: list[float]
+) -> None:
+    headers = {"Content-Type": MEDIA_OCI_MANIFEST, "Docker-Content-Digest": DIGEST}
+    fake.route("GET", "/v2/app/manifests/v1", (200, headers, b"{}"))
+    fake.route("GET", f"/v2/app/manifests/{DIGEST}", (200, headers, b"{}"))
+    registry, _ = client(fake, sleeps)
+    with pytest.raises(RegistryError, match=f"Docker-Content-Digest {DIGEST} !="):
+        registry.get_manifest("app", "v1")
+    with pytest.raises(RegistryError, match="sent a manifest with sha256:"):
+        registry.get_manifest("app", DIGEST)

@@ -1,5 +1,5 @@
 """A zipapp's first start refuses names that escape on Windows and a site that does not
-fit on the disk (shipyard.builders.zipapp._boot `_extract`).
+fit on the disk (`shipyard.builders.zipapp._boot.extract`).
 
 Regressions (security review, item 3):
 (a) member names were split on "/" only, so `site/..\\x` or `site/C:\\x`, plain names on
@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
+from shipyard.builders.zipapp._boot.extract import extract
 from tests.reliability import record
 from tests.unit._hostile import PAYLOAD, write_zip
-from tests.unit.builders.zipapp.test_zipapp_boot import make_pyz, run
+from tests.unit.builders.zipapp.boot.test_boot import make_pyz, run
 
 APP = "def main():\n    print('ok')\n"
 UNSAFE = [
@@ -50,7 +51,7 @@ def test_names_with_a_backslash_or_a_colon_are_refused(tmp_path: Path) -> None:
         target = case / "unpacked"
         target.mkdir()
         try:
-            boot._extract(str(pyz), str(target))
+            extract(str(pyz), str(target))
         except boot.BootError as exc:
             if "the archive is damaged: it holds an unsafe name" not in str(exc):
                 problems.append(f"{name!r}: {exc}")
@@ -81,7 +82,7 @@ def test_names_with_a_backslash_or_a_colon_are_refused(tmp_path: Path) -> None:
 def test_the_builder_refuses_a_colon_the_bootstrap_would_refuse(tmp_path: Path) -> None:
     """Bug (with the bootstrap's new rule): a site file named with a ':' was packed into a
     zipapp whose every first start would then fail as damaged."""
-    from shipyard.builders.zipapp import _site_files
+    from shipyard.builders.zipapp.archive import _site_files
     from shipyard.errors import ShipyardError
 
     (tmp_path / "app").mkdir()
@@ -124,7 +125,7 @@ def test_a_site_larger_than_the_free_space_is_refused_before_writing(
     target = tmp_path / "unpacked"
     target.mkdir()
     with pytest.raises(boot.BootError) as caught:
-        boot._extract(str(pyz), str(target))
+        extract(str(pyz), str(target))
     message = str(caught.value)
     assert asked == [str(target)]
     assert "not enough disk space" in message
@@ -135,7 +136,7 @@ def test_a_site_larger_than_the_free_space_is_refused_before_writing(
     assert not any(target.iterdir())
     # With room enough, the same archive unpacks.
     monkeypatch.setattr(shutil, "disk_usage", lambda _: Usage(10**12, 0, 10**12))
-    boot._extract(str(pyz), str(target))
+    extract(str(pyz), str(target))
     assert (target / "app" / "zeros.bin").stat().st_size == 64 * MiB
     # A file system that cannot say how full it is: unpacked, as before.
     other = tmp_path / "other"
@@ -145,7 +146,7 @@ def test_a_site_larger_than_the_free_space_is_refused_before_writing(
         raise OSError(38, "Function not implemented")
 
     monkeypatch.setattr(shutil, "disk_usage", unknown)
-    boot._extract(str(pyz), str(other))
+    extract(str(pyz), str(other))
     assert (other / "app" / "zeros.bin").is_file()
     record(
         "a zipapp site larger than the free space",

@@ -20,7 +20,7 @@ import pytest
 
 from shipyard.builders.zipapp import _boot as boot
 from tests.reliability import record
-from tests.unit.builders.zipapp.test_zipapp_boot import build_id, make_pyz, run
+from tests.unit.builders.zipapp.boot.test_boot import build_id, make_pyz, run
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="measures memory with wait4")
 

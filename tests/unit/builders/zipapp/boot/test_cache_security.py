@@ -17,12 +17,12 @@ import sys
 from collections.abc import Callable, Iterator
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
-from tests.unit.builders.zipapp.test_zipapp_boot import APP, build_id, make_pyz, run
+from shipyard.builders.zipapp._boot.cache import PRIVATE_PREFIX, UNPACK_PREFIX
+from tests.unit.builders.zipapp.boot.test_boot import APP, build_id, make_pyz, run
 
 AS_ROOT = os.geteuid() == 0
 NOBODY = 65534
@@ -61,77 +61,6 @@ def run_with_tmp(pyz: Path, root: Path, tmp: Path) -> subprocess.CompletedProces
 
 
 # The trust rule, folder by folder.
-
-
-def test_a_private_root_under_a_sticky_tmp_is_trusted(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    root.mkdir(mode=0o700)
-    assert boot.untrusted(str(root), str(root / "id" / "site")) is None  # missing: made private
-    assert boot.untrusted("/tmp", "/tmp") is not None  # /tmp itself is no cache root
-
-
-@pytest.mark.parametrize(
-    ("mode", "who"),
-    [
-        (0o770, "group"),
-        (0o707, "others"),
-        (0o777, "group and others"),
-        (0o1777, "group and others"),  # sticky is no excuse for the root itself
-    ],
-    ids=["770", "707", "777", "1777"],
-)
-def test_a_root_writable_by_group_or_others_is_not_trusted_even_if_ours_or_sticky(
-    tmp_path: Path, mode: int, who: str
-) -> None:
-    root = tmp_path / "root"
-    root.mkdir()
-    root.chmod(mode)
-    reason = boot.untrusted(str(root), str(root / "id" / "site"))
-    assert reason is not None and reason.startswith(f"{root} is writable by {who}")
-
-
-def test_a_folder_below_the_root_writable_by_others_is_not_trusted(tmp_path: Path) -> None:
-    site = tmp_path / "root" / "id" / "site"
-    site.mkdir(parents=True)
-    (tmp_path / "root" / "id").chmod(0o757)
-    reason = boot.untrusted(str(tmp_path / "root"), str(site))
-    assert reason == f"{tmp_path / 'root' / 'id'} is writable by others (mode 757)"
-
-
-def test_a_symlink_below_the_root_is_not_trusted(tmp_path: Path) -> None:
-    (tmp_path / "root").mkdir()
-    (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "root" / "id").symlink_to(tmp_path / "elsewhere")
-    reason = boot.untrusted(str(tmp_path / "root"), str(tmp_path / "root" / "id" / "site"))
-    assert reason == f"{tmp_path / 'root' / 'id'} is a symlink"
-
-
-def test_above_the_root_others_may_write_only_a_sticky_folder(tmp_path: Path) -> None:
-    shared = tmp_path / "shared"
-    root = shared / "root"
-    root.mkdir(parents=True)
-    shared.chmod(0o777)  # anyone could rename our root away and put theirs in its place
-    reason = boot.untrusted(str(root), str(root / "id"))
-    assert reason == f"{shared} is writable by group and others (mode 777)"
-    shared.chmod(0o1777)  # sticky, as /tmp: only we (or root) may rename our root
-    assert boot.untrusted(str(root), str(root / "id")) is None
-
-
-@only_root
-@pytest.mark.parametrize("level", ["above", "root", "build", "site"])
-def test_a_folder_owned_by_another_user_is_not_trusted(tmp_path: Path, level: str) -> None:
-    above = tmp_path / "above"
-    site = above / "root" / "id" / "site"
-    site.mkdir(parents=True)
-    folder = {"above": above, "root": above / "root", "build": site.parent, "site": site}[level]
-    os.chown(folder, NOBODY, NOBODY)
-    reason = boot.untrusted(str(above / "root"), str(site))
-    assert reason == f"{folder} is owned by uid {NOBODY}, not by you (uid 0) or root"
-
-
-def test_a_file_where_a_folder_goes_is_left_to_fail_as_unusable(tmp_path: Path) -> None:
-    (tmp_path / "a-file").write_text("")
-    assert boot.untrusted(str(tmp_path / "a-file" / "root"), str(tmp_path / "a-file")) is None
 
 
 # The bootstrap: planted caches do not run, the app still does.
@@ -271,7 +200,7 @@ def test_unpacked_files_are_flushed_before_the_rename_that_publishes_them(
 
     def sync() -> None:
         # Every file is written (whole) by the time of the flush.
-        temp = next(target.parent.glob(boot.UNPACK_PREFIX + "*"))
+        temp = next(target.parent.glob(UNPACK_PREFIX + "*"))
         sizes = {p.relative_to(temp).as_posix(): p.stat().st_size for p in temp.rglob("*.*")}
         events.append(("sync", repr(sorted(sizes.items()))))
         real_sync()
@@ -288,8 +217,8 @@ def test_unpacked_files_are_flushed_before_the_rename_that_publishes_them(
 
 KILLED = """\
 import os, signal, sys
-from shipyard.builders.zipapp import _boot as boot
-temp, fd = boot._locked_temp(sys.argv[1], sys.argv[2])
+from shipyard.builders.zipapp._boot.folders import locked_temp
+temp, fd = locked_temp(sys.argv[1], sys.argv[2])
 open(os.path.join(temp, "half-written.so"), "w").close()
 print(temp, flush=True)
 if sys.argv[3] == "die":
@@ -330,12 +259,12 @@ def test_a_killed_starts_unpack_folder_is_swept_and_a_live_ones_kept(
 ) -> None:
     root = tmp_path / "root"
     build = root / build_id(native_pyz)
-    dead = leftover(build, boot.UNPACK_PREFIX, True)
-    live = leftover(build, boot.UNPACK_PREFIX, False)
+    dead = leftover(build, UNPACK_PREFIX, True)
+    live = leftover(build, UNPACK_PREFIX, False)
     done = run(native_pyz, root)  # cold: unpacks, sweeping first
     assert done.returncode == 0, done.stderr
     assert not dead.exists() and live.is_dir()
-    again = leftover(build, boot.UNPACK_PREFIX, True)  # killed while another finished
+    again = leftover(build, UNPACK_PREFIX, True)  # killed while another finished
     assert run(native_pyz, root).returncode == 0  # warm
     assert not again.exists() and live.is_dir()
     assert sorted(p.name for p in build.iterdir()) == sorted(["site", "use", live.name])
@@ -346,7 +275,7 @@ def test_another_users_leftover_is_not_swept(
     native_pyz: Path, tmp_path: Path, leftover: MakeLeftover
 ) -> None:
     build = tmp_path / "root" / build_id(native_pyz)
-    dead = leftover(build, boot.UNPACK_PREFIX, True)
+    dead = leftover(build, UNPACK_PREFIX, True)
     os.chown(dead, NOBODY, NOBODY)
     assert run(native_pyz, tmp_path / "root").returncode == 0
     assert dead.is_dir()
@@ -356,7 +285,7 @@ def test_a_killed_starts_private_folder_is_swept_by_a_later_private_start(
     native_pyz: Path, tmp_path: Path, leftover: MakeLeftover
 ) -> None:
     tmp = tmp_path / "tmp"
-    dead, live = leftover(tmp, boot.PRIVATE_PREFIX, True), leftover(tmp, boot.PRIVATE_PREFIX, False)
+    dead, live = leftover(tmp, PRIVATE_PREFIX, True), leftover(tmp, PRIVATE_PREFIX, False)
     root = tmp_path / "shared"
     root.mkdir()
     root.chmod(0o777)
@@ -364,30 +293,3 @@ def test_a_killed_starts_private_folder_is_swept_by_a_later_private_start(
     assert done.returncode == 0, done.stderr
     assert not dead.exists()
     assert sorted(tmp.iterdir()) == [live]  # the dead one swept, this start's own removed
-
-
-def test_a_temporary_folder_swept_before_it_is_locked_is_replaced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Regression: another start's sweep could remove a new unpack folder between
-    mkdtemp and its lock, and the start failed ("cannot unpack native code ... No
-    such file or directory", seen under load). The window is microseconds wide, so
-    the sweep is made to land in it: the first folder vanishes as soon as it is made."""
-    import tempfile
-
-    real = tempfile.mkdtemp
-    made: list[str] = []
-
-    def swept_at_once(*args: Any, **kwargs: Any) -> str:
-        path = real(*args, **kwargs)
-        made.append(path)
-        if len(made) == 1:
-            os.rmdir(path)  # what a concurrent _sweep does to an unlocked folder
-        return str(path)
-
-    monkeypatch.setattr(tempfile, "mkdtemp", swept_at_once)
-    temp, fd = boot._locked_temp(str(tmp_path), ".unpack-")
-    try:
-        assert len(made) == 2 and temp == made[1] and os.path.isdir(temp)
-    finally:
-        os.close(fd)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
-from tests.unit.builders.zipapp.test_zipapp_boot import build_id, make_pyz, run
+from shipyard.builders.zipapp._boot.cache import REMOVE_PREFIX
+from tests.unit.builders.zipapp.boot.test_boot import build_id, make_pyz, run
 
 VENV_LIKE = """\
 import importlib.metadata, importlib.resources, os, sys
@@ -232,7 +233,7 @@ def test_a_running_build_is_never_pruned(tmp_path: Path) -> None:
 
 def test_prune_finishes_a_removal_a_crash_interrupted(tmp_path: Path) -> None:
     root = tmp_path / "cache"
-    leftover = root / f"{boot.REMOVE_PREFIX}0123456789abcdef-00000000"
+    leftover = root / f"{REMOVE_PREFIX}0123456789abcdef-00000000"
     (leftover / "site").mkdir(parents=True)
     assert boot.prune(str(root), "app", 3) == []
     assert not leftover.exists()

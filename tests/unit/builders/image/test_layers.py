@@ -17,8 +17,15 @@ from pathlib import Path
 import pytest
 
 from shipyard.artifacts import Distribution, Metadata
-from shipyard.builders.image import DEPS_SITE, LIBS_SITE, SHARED_EPOCH, ImageBuilder, entry_script
-from shipyard.builders.resolve import Locked, uv_binary
+from shipyard.builders.image import ImageBuilder
+from shipyard.builders.image.layers import (
+    DEPS_SITE,
+    LIBS_SITE,
+    SHARED_EPOCH,
+    entry_script,
+    split_site,
+)
+from shipyard.builders.resolve import Locked
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
@@ -26,8 +33,9 @@ from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Image, Layer, Platform
+from shipyard.process import uv_binary
 from shipyard.stamp import Stamp
-from tests.unit.builders.image.test_image_builder import EPOCH, StandIn, _base
+from tests.unit.builders.image.test_image_builder import EPOCH, MAIN, StandIn, _base
 from tests.unit.builders.test_resolve import make_wheel, offline_env
 
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -295,3 +303,36 @@ def test_a_lock_with_a_wrong_hash_fails_the_image_as_it_fails_the_zipapp(repo: R
         wrapped(ImageBuilder()).run(action, repo.ctx("tampered"), (app, lib))
     assert "hash" in str(caught.value).lower(), caught.value
     assert "thirdparty" in str(caught.value).lower() or caught.value.log is not None
+
+
+def test_the_entry_script_runs_the_entry_point(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "app").mkdir(parents=True)
+    (site / "app" / "__init__.py").write_text("")
+    (site / "app" / "main.py").write_bytes(MAIN)
+    (tmp_path / "pth").mkdir()
+    (site / "extra.pth").write_text(str(tmp_path / "pth") + "\n")
+    script = tmp_path / "run"
+    script.write_bytes(entry_script("app.main:main", str(site)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "app says hi\n")
+    probe = entry_script("sys:exit", str(site)).replace(b"sys.exit(exit())", b"print(sys.path)")
+    script.write_bytes(probe)
+    path = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=True
+    ).stdout
+    assert path.index(str(site)) < path.index(str(tmp_path / "pth")), ".pth dirs come after"
+
+
+def test_split_site_reads_record_including_quoted_names(tmp_path: Path) -> None:
+    info = tmp_path / "My.App-1.0.dist-info"
+    info.mkdir()
+    (info / "RECORD").write_text('my_app/x.py,,\n"my_app/a,b.py",,\n../../bin/tool,,\n')
+    (tmp_path / "other-1.0.dist-info").mkdir()
+    assert split_site(tmp_path, "my_app") == {
+        "my_app/x.py",
+        "my_app/a,b.py",
+        "My.App-1.0.dist-info/RECORD",
+    }

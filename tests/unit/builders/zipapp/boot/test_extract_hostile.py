@@ -17,7 +17,7 @@ import pytest
 from shipyard.builders.zipapp import _boot as boot
 from tests.reliability import record
 from tests.unit._hostile import PAYLOAD, payload_files, write_zip
-from tests.unit.builders.zipapp.test_zipapp_boot import make_pyz, run
+from tests.unit.builders.zipapp.boot.test_boot import make_pyz, run
 from tests.unit.files.test_sources_hostile import snapshot, within
 
 ZipEntry = tuple[str, bytes, int]

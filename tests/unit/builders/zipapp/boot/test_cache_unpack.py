@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.builders.zipapp import _boot as boot
-from tests.unit.builders.zipapp.test_zipapp_boot import build_id, make_pyz, one_line, run
+from tests.unit.builders.zipapp.boot.test_boot import build_id, make_pyz, one_line, run
 
 NATIVE_APP = """\
 def main():

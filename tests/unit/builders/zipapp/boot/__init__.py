@@ -1,0 +1,1 @@
+"""Tests of shipyard.builders.zipapp._boot, the bootstrap copied into every zipapp."""
