@@ -2,7 +2,7 @@
 
 Pinned by the security review of issue 12 (F1): `http://OTHER\\@HUB/...` is host
 OTHER to urllib3 and HUB to urlsplit, so the origin is the one requests connects to
-and `safe_url` refuses the URL (see test_transport_review_fixes.py for the client).
+and `safe_url` refuses the URL (see test_transport_hostile_registry.py for the client).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The holes a security review found in the fixes of issue 12, each pinned.
+"""What a hostile registry names gets no credentials, no unverified TLS, no endless upload
+(found by a security review of issue 12's fixes; each pinned).
 
 - F1: a URL the registry names whose host part two parsers read differently
   (`http://OTHER\\@HUB/...`: urllib3 connects to OTHER, urlsplit says HUB) used to

@@ -1,4 +1,4 @@
-"""Issue 12, items 4 and 7, after review (F5): a hostile cache entry is a miss, never a failure.
+"""A crafted cache entry is a miss, never a failure (issue 12, items 4 and 7, review F5).
 
 A restore turned only its own refusals into a miss; any OSError (a name longer
 than the file system allows, an output that is also another's folder) failed the
