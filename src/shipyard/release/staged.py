@@ -52,6 +52,7 @@ __all__ = [
     "inside",
     "loads",
     "parse_release",
+    "path_problem",
     "staged_path",
 ]
 
@@ -92,16 +93,27 @@ def staged_path(kind: str, name: str) -> str:
     return f"{_FOLDERS[kind]}/{name}{suffix}"
 
 
+def path_problem(name: str) -> str | None:
+    """What makes `name` no plain relative path inside a release folder (absolute, a
+    backslash or NUL, an empty, `.` or `..` part); None when it is one."""
+    if not name:
+        return "an empty name"
+    if name.startswith("/") or "\\" in name or "\0" in name:
+        return f"the name {name!r}, which is not a relative path"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return f"the name {name!r}, which is not a plain relative path"
+    return None
+
+
 def inside(folder: Path, rel: str) -> Path:
     """`folder/rel` for a path release.json names; StagedError unless it stays inside
-    (relative, no `..`, no empty part), before anything is read there."""
-    parts = rel.split("/")
-    if not rel or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+    (`path_problem`), before anything is read there."""
+    if path_problem(rel) is not None:
         raise StagedError(
             f"{folder / RELEASE_JSON} names the path {rel!r}, outside {folder}; "
             "pass --clean to stage the release again"
         )
-    return folder.joinpath(*parts)
+    return folder.joinpath(*rel.split("/"))
 
 
 class StagedError(UsageError):

@@ -56,6 +56,7 @@ from shipyard.release.staged import (
     StagedRelease,
     covering,
     parse_release,
+    path_problem,
 )
 from shipyard.release.staged import UNSUMMED as _UNSUMMED
 
@@ -181,17 +182,6 @@ def _files(folder: Path) -> set[str]:
     return found
 
 
-def _name_problem(name: str) -> str | None:
-    if not name:
-        return "an empty name"
-    if name.startswith("/") or "\\" in name or "\0" in name:
-        return f"the name {name!r}, which is not a relative path"
-    parts = name.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        return f"the name {name!r}, which is not a plain relative path"
-    return None
-
-
 def parse_sums(text: str, where: Path) -> dict[str, str]:
     """SHA256SUMS as `sha256sum -c` reads it: relative name -> lowercase hex digest.
 
@@ -206,7 +196,7 @@ def parse_sums(text: str, where: Path) -> dict[str, str]:
         marker = line[64:66]
         if len(digest) != 64 or not set(digest) <= _HEX or marker not in ("  ", " *"):
             raise VerifyError(f"{where}:{number}: not a sha256sum line (<64 hex>  <name>)")
-        problem = _name_problem(name) or ("\r" in name and "a carriage return") or None
+        problem = path_problem(name) or ("\r" in name and "a carriage return") or None
         if problem:
             raise VerifyError(f"{where}:{number}: {problem}")
         if name in listed:
@@ -217,7 +207,7 @@ def parse_sums(text: str, where: Path) -> dict[str, str]:
 
 def _staged_file(folder: Path, rel: object, what: str) -> str:
     """The relative path release.json gives `what`, checked to stay inside the folder."""
-    if not isinstance(rel, str) or _name_problem(rel):
+    if not isinstance(rel, str) or path_problem(rel):
         raise VerifyError(f"{folder / RELEASE_JSON}: {what} has the path {rel!r}, not in it")
     return PurePosixPath(rel).as_posix()
 
