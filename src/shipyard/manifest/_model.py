@@ -68,7 +68,7 @@ else:
     # The platforms an image may have: Linux only.
     LinuxPlatform = Literal[IMAGE_PLATFORMS]
     # A binary's platforms: its zipapp may also be for macOS and Windows (its image
-    # may not: see _validate's check of the image's platforms).
+    # may not: see _binary_checks' check of the image's platforms).
     Platform = Literal[PLATFORMS]
     HostOS = Literal[HOST_OS]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]

@@ -13,7 +13,7 @@ from shipyard.builders.sdists import LockedSdist, sdist_only, wheel_from_sdist, 
 from shipyard.engine.cache.prune import prune_cache
 from shipyard.engine.cache.usage import usage
 from shipyard.errors import BuildError
-from shipyard.manifest._validate import workspace_root
+from shipyard.manifest._workspace_root import workspace_root
 from tests.unit._dynamic import backend_index, backend_wheels, offline
 from tests.unit._nested import htmlish_sdist
 
