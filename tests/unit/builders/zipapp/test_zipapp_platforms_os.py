@@ -23,7 +23,7 @@ from shipyard.builders.zipapp import DEFAULT_SHEBANG, launcher, launcher_name, l
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.errors import ManifestError, ShipyardError
 from shipyard.manifest import IMAGE_PLATFORMS, PLATFORMS, json_schema, load_manifest
-from shipyard.manifest._types import manifest_from_json, manifest_to_json
+from shipyard.manifest._cached import manifest_from_json, manifest_to_json
 from tests.unit.builders.test_resolve import make_wheel, offline_env
 from tests.unit.builders.zipapp.test_zipapp_boot import HERE, build_id
 
