@@ -18,8 +18,8 @@ from typing import Any
 
 from shipyard.errors import Problem
 from shipyard.manifest._binary_checks import check_binary, check_compile, variant_clash
+from shipyard.manifest._grammar import PYTHON_PLACEHOLDER
 from shipyard.manifest._model import (
-    PYTHON_PLACEHOLDER,
     BinaryDoc,
     ImageDoc,
     ManifestDoc,
