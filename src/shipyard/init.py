@@ -67,39 +67,55 @@ def _scripts(project: Project, workspace: Workspace) -> list[tuple[str, str]] | 
 
 def first_manifest(workspace: Workspace, folder: Path) -> FirstManifest:
     """The binaries.yaml for the repository of `workspace`, to be written in `folder`."""
-    root = workspace.root
     own = set(workspace.members) or set(workspace.projects)
     projects = sorted((p for k, p in workspace.projects.items() if k in own), key=lambda p: p.root)
     used: set[str] = set()
     entries: list[str] = []
     skipped: list[str] = []
     for project in projects:
-        scripts = _scripts(project, workspace)
-        where = project.root.relative_to(root).as_posix() if project.root != root else "."
-        if isinstance(scripts, str):
-            skipped.append(f"{where} ({scripts}: add its binaries by hand)")
+        _add_binaries(project, workspace, used, entries, skipped)
+    text = "\n".join(_header(workspace, used, skipped, bool(entries))) + "\n" + "".join(entries)
+    return FirstManifest(text, len(used), len(projects), tuple(skipped))
+
+
+def _add_binaries(
+    project: Project, workspace: Workspace, used: set[str], entries: list[str], skipped: list[str]
+) -> None:
+    """Add a binary entry for each script of `project` that can run, its name to `used`,
+    and a note to `skipped` for each that cannot (or all, when they cannot be read)."""
+    root = workspace.root
+    scripts = _scripts(project, workspace)
+    where = project.root.relative_to(root).as_posix() if project.root != root else "."
+    if isinstance(scripts, str):
+        skipped.append(f"{where} ({scripts}: add its binaries by hand)")
+        return
+    for script, target in sorted(scripts):
+        match = _ENTRY.match(target)
+        if not match:
+            skipped.append(f"{where}: script {script} = {target!r} is not module:function")
             continue
-        for script, target in sorted(scripts):
-            match = _ENTRY.match(target)
-            if not match:
-                skipped.append(f"{where}: script {script} = {target!r} is not module:function")
-                continue
-            entry = f"{match.group(1)}:{match.group(2)}"
-            problem = own_entrypoint_problem(project.root, entry, f"{where}")
-            if problem:  # a script that cannot run: `check` would refuse it
-                skipped.append(f"{where}: script {script} = {target!r}: {problem}")
-                continue
-            name = _binary_name(script)
-            if name in used or not _NAME.match(name):
-                name = _binary_name(f"{project.key}-{script}")
-            while name in used:
-                name = _binary_name(f"{name}-{len(used)}")
-            used.add(name)
-            entries.append(
-                f"  {name}:\n    source: {where}\n"
-                f"    entrypoint: {match.group(1)}:{match.group(2)}\n"
-                "    outputs: [wheel, zipapp]            # add image once defaults.image is set\n"
-            )
+        entry = f"{match.group(1)}:{match.group(2)}"
+        problem = own_entrypoint_problem(project.root, entry, f"{where}")
+        if problem:  # a script that cannot run: `check` would refuse it
+            skipped.append(f"{where}: script {script} = {target!r}: {problem}")
+            continue
+        name = _binary_name(script)
+        if name in used or not _NAME.match(name):
+            name = _binary_name(f"{project.key}-{script}")
+        while name in used:
+            name = _binary_name(f"{name}-{len(used)}")
+        used.add(name)
+        entries.append(
+            f"  {name}:\n    source: {where}\n"
+            f"    entrypoint: {match.group(1)}:{match.group(2)}\n"
+            "    outputs: [wheel, zipapp]            # add image once defaults.image is set\n"
+        )
+
+
+def _header(workspace: Workspace, used: set[str], skipped: list[str], listed: bool) -> list[str]:
+    """The lines above the binaries: the project, commented defaults and groups, the
+    scripts not listed, and the `binaries:` key (`listed`: with entries to follow)."""
+    root = workspace.root
     top = workspace.projects.get(workspace.members[0]) if workspace.members else None
     named = root.name if top is None or top.root != root else top.name
     project_name = _binary_name(named)
@@ -124,6 +140,5 @@ def first_manifest(workspace: Workspace, folder: Path) -> FirstManifest:
         lines += ["# groups:", f"#   standard: [{', '.join(sorted(used))}]"]
     for note in skipped:
         lines.append(f"# not listed: {note}")
-    lines.append("binaries:" if entries else "binaries: {}")
-    text = "\n".join(lines) + "\n" + "".join(entries)
-    return FirstManifest(text, len(used), len(projects), tuple(skipped))
+    lines.append("binaries:" if listed else "binaries: {}")
+    return lines

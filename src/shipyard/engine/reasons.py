@@ -83,9 +83,9 @@ def _entries_then(
     """
     from pydantic import ValidationError
 
+    from shipyard.manifest._binaries import merge_binary
     from shipyard.manifest._expand import expand
     from shipyard.manifest._model import ManifestDoc
-    from shipyard.manifest._validate import _binary
     from shipyard.manifest._yaml import load_yaml
 
     try:
@@ -99,7 +99,7 @@ def _entries_then(
         problems: list[Problem] = []  # today's file checks: not this comparison's business
         return {
             name: _entry(
-                _binary(
+                merge_binary(
                     name,
                     entry,
                     defaults=doc,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from shipyard._fs import atomic_write
 from shipyard.errors import UsageError
+from shipyard.manifest._cached import manifest_from_json, manifest_to_json
 from shipyard.manifest._lock import lock_problems
-from shipyard.manifest._types import Manifest, manifest_from_json, manifest_to_json
+from shipyard.manifest._types import Manifest
 
 __all__ = ["load_manifest"]
 

@@ -205,6 +205,37 @@ def resolve_groups(
 ) -> dict[str, tuple[str, ...]]:
     """Each group's binaries, groups of groups expanded, `all` added; a problem for each
     unknown member and cycle. Members that are not strings, or `bad`, are left out."""
+    _check_group_names(groups, names, positions, problems)
+    resolved: dict[str, tuple[str, ...]] = {}
+
+    def visit(group: str, trail: tuple[str, ...]) -> tuple[str, ...]:
+        if group in resolved:
+            return resolved[group]
+        members: list[str] = []
+        listed = groups[group]
+        for i, member in enumerate(listed if isinstance(listed, list) else ()):
+            if not isinstance(member, str) or bad(("groups", group, i)):
+                continue
+            if member in names:
+                members.append(member)
+            elif member in groups and member != group and member not in trail:
+                members.extend(visit(member, (*trail, group)))
+            else:
+                at = ("groups", group, i)
+                problems.append(_bad_member(member, at, (*trail, group), groups, names, positions))
+        resolved[group] = tuple(dict.fromkeys(members))
+        return resolved[group]
+
+    for group in groups:
+        visit(group, ())
+    resolved[ALL_GROUP] = tuple(sorted(names))
+    return resolved
+
+
+def _check_group_names(
+    groups: Mapping[str, object], names: set[str], positions: Positions, problems: list[Problem]
+) -> None:
+    """A problem for a group named `all` (it is implicit) or like a binary."""
     for group in groups:
         if group == ALL_GROUP:
             problems.append(
@@ -224,54 +255,29 @@ def resolve_groups(
                     "give the group another name",
                 )
             )
-    resolved: dict[str, tuple[str, ...]] = {}
 
-    def visit(group: str, trail: tuple[str, ...]) -> tuple[str, ...]:
-        if group in resolved:
-            return resolved[group]
-        members: list[str] = []
-        listed = groups[group]
-        for i, member in enumerate(listed if isinstance(listed, list) else ()):
-            if not isinstance(member, str) or bad(("groups", group, i)):
-                continue
-            if member in names:
-                members.append(member)
-            elif member in groups and member != group and member not in trail:
-                members.extend(visit(member, (*trail, group)))
-            else:
-                where = positions.node(("groups", group, i)).value
-                if member in groups or member == group:
-                    loop = (*trail, group)
-                    cycle = " -> ".join(named(m) for m in (*loop[loop.index(member) :], member))
-                    problems.append(
-                        Problem(
-                            where,
-                            dotted(("groups", group, i)),
-                            f"group cycle: {cycle}",
-                            "remove one of the links",
-                        )
-                    )
-                else:
-                    hint = did_you_mean(member, names | set(groups)) or (
-                        "known binaries: "
-                        + ", ".join(named(n) for n in sorted(names)[:10])
-                        + (", ..." if len(names) > 10 else "")
-                    )
-                    problems.append(
-                        Problem(
-                            where,
-                            dotted(("groups", group, i)),
-                            f"unknown binary or group {shown(member)}",
-                            hint,
-                        )
-                    )
-        resolved[group] = tuple(dict.fromkeys(members))
-        return resolved[group]
 
-    for group in groups:
-        visit(group, ())
-    resolved[ALL_GROUP] = tuple(sorted(names))
-    return resolved
+def _bad_member(
+    member: str,
+    at: KeyPath,
+    loop: tuple[str, ...],
+    groups: Mapping[str, object],
+    names: set[str],
+    positions: Positions,
+) -> Problem:
+    """The problem of group member `member`, written at `at`: a cycle back through
+    `loop` (the groups on the way, the member's own group last), or a name that is
+    neither a binary nor a group."""
+    where = positions.node(at).value
+    if member in groups or member == loop[-1]:
+        cycle = " -> ".join(named(m) for m in (*loop[loop.index(member) :], member))
+        return Problem(where, dotted(at), f"group cycle: {cycle}", "remove one of the links")
+    hint = did_you_mean(member, names | set(groups)) or (
+        "known binaries: "
+        + ", ".join(named(n) for n in sorted(names)[:10])
+        + (", ..." if len(names) > 10 else "")
+    )
+    return Problem(where, dotted(at), f"unknown binary or group {shown(member)}", hint)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:

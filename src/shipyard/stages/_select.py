@@ -174,36 +174,16 @@ def affected_projects(
     with its reasons (source, library, config, lock, manifest)."""
     from shipyard.engine.changes import changes as _changes
     from shipyard.engine.changes import file_at as _show
-    from shipyard.engine.reasons import lock_reasons as _lock_reasons
-    from shipyard.files.sources import build_output as _output
     from shipyard.files.sources import never_input as _never_input
 
     root = workspace.root
     sha, changed = _changes(root, since)
     changed = tuple(p for p in changed if not _never_input(p))
-    folders = {_rel(p.root, root): k for k, p in workspace.projects.items()}
     manifest_rel = _rel(manifest.path, root)
     lock_path = workspace.lock.path if workspace.lock is not None else root / "uv.lock"
     lock_rel = _rel(lock_path, root)
     reasons: dict[str, set[Reason]] = {k: set() for k in keys}
-
-    def owner(path: str) -> str | None:
-        folder = path
-        while folder:
-            folder = posixpath.dirname(folder)
-            if (folder or ".") in folders:
-                return folders[folder or "."]
-        return None
-
-    touched: dict[str, list[str]] = {}
-    for path in changed:
-        if path in (manifest_rel, lock_rel):
-            continue
-        key = owner(path)
-        if key is not None:
-            if _output(path, folders_rel(workspace, key)):
-                continue  # a build's own output (dist/, build/ at the project's top)
-            touched.setdefault(key, []).append(path)
+    touched = _touched(workspace, [p for p in changed if p not in (manifest_rel, lock_rel)])
     users = {k: libraries(workspace, k) for k in keys}
     for library, paths in touched.items():
         if library in reasons:
@@ -212,25 +192,9 @@ def affected_projects(
             if library in users[key]:
                 via = _chain(workspace, key, library)
                 reasons[key].update(Reason("library", p, via) for p in paths)
-    for path in changed:
-        folder, name = posixpath.split(path)
-        if name not in SHARED_CONFIG:
-            continue
-        for key in keys:
-            if (folder or ".") in _above(workspace, key):
-                reasons[key].add(Reason("config", path, detail="tool settings above the project"))
+    _config_reasons(workspace, changed, reasons)
     if lock_rel in changed:
-        old = _show(root, sha, lock_rel)
-        members = {k: k for k in keys if workspace.lock is None or k in workspace.lock.members}
-        slices = _lock_reasons(
-            workspace, members, dict.fromkeys(members, frozenset()), old, lock_path, lock_rel, since
-        )
-        for key, reason in slices.items():
-            reasons[key].add(reason)
-        for key in _group_changes(workspace, members, old, lock_path):
-            reasons[key].add(
-                Reason("lock", lock_rel, detail="a dependency group's locked set changed")
-            )
+        _lock_changes(workspace, _show(root, sha, lock_rel), lock_path, lock_rel, since, reasons)
     if manifest_rel in changed:
         before = _tests_section(_show(root, sha, manifest_rel))
         after = _tests_section(manifest.path.read_bytes())
@@ -246,6 +210,66 @@ def affected_projects(
         for key, found in reasons.items()
         if found
     }
+
+
+def _touched(workspace: Workspace, changed: Sequence[str]) -> dict[str, list[str]]:
+    """The changed paths by the deepest project holding each, a build's own output
+    (dist/, build/ at the project's top) left out."""
+    from shipyard.files.sources import build_output as _output
+
+    folders = {_rel(p.root, workspace.root): k for k, p in workspace.projects.items()}
+
+    def owner(path: str) -> str | None:
+        folder = path
+        while folder:
+            folder = posixpath.dirname(folder)
+            if (folder or ".") in folders:
+                return folders[folder or "."]
+        return None
+
+    touched: dict[str, list[str]] = {}
+    for path in changed:
+        key = owner(path)
+        if key is not None:
+            if _output(path, folders_rel(workspace, key)):
+                continue  # a build's own output (dist/, build/ at the project's top)
+            touched.setdefault(key, []).append(path)
+    return touched
+
+
+def _config_reasons(
+    workspace: Workspace, changed: Sequence[str], reasons: dict[str, set[Reason]]
+) -> None:
+    """A reason for each project of `reasons` below a changed tool settings file."""
+    for path in changed:
+        folder, name = posixpath.split(path)
+        if name not in SHARED_CONFIG:
+            continue
+        for key, found in reasons.items():
+            if (folder or ".") in _above(workspace, key):
+                found.add(Reason("config", path, detail="tool settings above the project"))
+
+
+def _lock_changes(
+    workspace: Workspace,
+    old: bytes | None,
+    lock_path: Path,
+    lock_rel: str,
+    since: str,
+    reasons: dict[str, set[Reason]],
+) -> None:
+    """A reason for each project of `reasons` whose locked slice or dependency groups
+    differ from uv.lock's text `old`."""
+    from shipyard.engine.reasons import lock_reasons as _lock_reasons
+
+    members = {k: k for k in reasons if workspace.lock is None or k in workspace.lock.members}
+    slices = _lock_reasons(
+        workspace, members, dict.fromkeys(members, frozenset()), old, lock_path, lock_rel, since
+    )
+    for key, reason in slices.items():
+        reasons[key].add(reason)
+    for key in _group_changes(workspace, members, old, lock_path):
+        reasons[key].add(Reason("lock", lock_rel, detail="a dependency group's locked set changed"))
 
 
 def folders_rel(workspace: Workspace, key: str) -> str:

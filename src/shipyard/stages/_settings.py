@@ -172,19 +172,7 @@ def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -
     names = [*STAGES, *sorted((set(shared) | set(own)) - set(STAGES))]
     found: list[Found] = []
     for name in names:
-        settings: Stage | None = detected.get(name)
-        origin = "default" if settings is not None else ""
-        for layer in (shared, own):
-            if name not in layer:
-                continue
-            entry = layer[name]
-            if entry is None:
-                settings, origin = None, ""
-                continue
-            if layer is shared and settings is None and entry.command is None:
-                continue  # settings for every project that has this stage: this one has none
-            settings = entry.over(settings or Stage())
-            origin = "binaries.yaml"
+        settings, origin = _layered(name, detected, shared, own)
         if settings is None:
             continue
         if settings.command is None:
@@ -204,22 +192,45 @@ def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -
                     )
                 ]
             )
-        found.append(
-            Found(
-                project.key,
-                name,
-                Stage(
-                    settings.command,
-                    settings.groups,
-                    types.MappingProxyType(dict(settings.env or {})),
-                    settings.timeout or DEFAULT_TIMEOUT,
-                    settings.services or (),
-                    settings.requirements or (),
-                ),
-                origin,
-            )
-        )
+        found.append(Found(project.key, name, _filled(settings), origin))
     return found
+
+
+def _layered(
+    name: str,
+    detected: Mapping[str, Stage],
+    shared: Mapping[str, Stage | None],
+    own: Mapping[str, Stage | None],
+) -> tuple[Stage | None, str]:
+    """Stage `name`'s settings, binaries.yaml's `tests.stages` (`shared`) and then the
+    project's own entry over what shipyard found in the project, and where they came
+    from ("default", "binaries.yaml"); None when no layer has it or one turns it off."""
+    settings: Stage | None = detected.get(name)
+    origin = "default" if settings is not None else ""
+    for layer in (shared, own):
+        if name not in layer:
+            continue
+        entry = layer[name]
+        if entry is None:
+            settings, origin = None, ""
+            continue
+        if layer is shared and settings is None and entry.command is None:
+            continue  # settings for every project that has this stage: this one has none
+        settings = entry.over(settings or Stage())
+        origin = "binaries.yaml"
+    return settings, origin
+
+
+def _filled(settings: Stage) -> Stage:
+    """`settings` with shipyard's defaults for what they leave unsaid."""
+    return Stage(
+        settings.command,
+        settings.groups,
+        types.MappingProxyType(dict(settings.env or {})),
+        settings.timeout or DEFAULT_TIMEOUT,
+        settings.services or (),
+        settings.requirements or (),
+    )
 
 
 # A project's normalised name (PEP 503): it names folders and files under dist/ and

@@ -9,6 +9,7 @@ hash-pinned requirements file.
 
 from __future__ import annotations
 
+from shipyard.workspace._load import load_workspace
 from shipyard.workspace._text import Where, WorkspaceError
 from shipyard.workspace.lock import (
     Lock,
@@ -16,7 +17,7 @@ from shipyard.workspace.lock import (
     check_lock,
     export_requirements,
 )
-from shipyard.workspace.projects import Dependency, Link, Project, Workspace, load_workspace
+from shipyard.workspace.projects import Dependency, Link, Project, Workspace
 
 __all__ = [
     "Dependency",

@@ -25,7 +25,7 @@ from shipyard.workspace import _markers
 from shipyard.workspace._text import Key, TomlFile, Where, WorkspaceError
 
 if TYPE_CHECKING:
-    from shipyard.workspace.projects import Workspace
+    from shipyard.workspace.projects import Project, Workspace
 
 __all__ = ["check_in_process"]
 
@@ -166,8 +166,34 @@ def _member(workspace: Workspace, key: str) -> WorkspaceError | str | None:
             f"uv.lock is out of date: it does not hold the project `{project.name}`",
             _RELOCK,
         )
-    table = file.data["project"]
-    version = table.get("version")
+    stale = _stale_version(project, file, package, root)
+    if stale is not None:
+        return stale
+    metadata = package.get("metadata", {})
+    if {"dependencies", "optional-dependencies"} & set(project.dynamic):
+        if project.core is None:
+            return f"`{project.name}` has dynamic requirements"
+        dynamic_at: Key = ("project", "dynamic")
+        written = [(text, "", dynamic_at) for text in project.core.requires_dist]
+        kinds = {**kinds, project.key: "local"}
+    else:
+        written = _static_requirements(file.data["project"])
+    try:
+        _compare_member(file, written, metadata, kinds, project.name, root)
+    except WorkspaceError as error:
+        return error
+    except (InvalidSpecifier, InvalidMarker, TypeError, AttributeError) as error:
+        return WorkspaceError(
+            Where(lock.path, 1, 1, root), f"uv.lock is malformed: {error}", _RELOCK
+        )
+    return None
+
+
+def _stale_version(
+    project: Project, file: TomlFile, package: dict[str, Any], root: Path
+) -> WorkspaceError | None:
+    """The problem when uv.lock records another version than the static one written."""
+    version = file.data["project"].get("version")
     locked = package.get("version")
     if (
         "version" not in project.dynamic
@@ -181,47 +207,48 @@ def _member(workspace: Workspace, key: str) -> WorkspaceError | str | None:
             f"pyproject.toml says {version}",
             _RELOCK,
         )
-    metadata = package.get("metadata", {})
-    written: list[tuple[str, str, Key]] = []
-    if {"dependencies", "optional-dependencies"} & set(project.dynamic):
-        if project.core is None:
-            return f"`{project.name}` has dynamic requirements"
-        dynamic_at: Key = ("project", "dynamic")
-        written = [(text, "", dynamic_at) for text in project.core.requires_dist]
-        kinds = {**kinds, project.key: "local"}
-    else:
-        written = [
-            (text, "", ("project", "dependencies", i))
-            for i, text in enumerate(table.get("dependencies", []))
-        ]
-        for extra, texts in (table.get("optional-dependencies") or {}).items():
-            written += [
-                (text, canonicalize_name(extra), ("project", "optional-dependencies", extra, i))
-                for i, text in enumerate(texts)
-            ]
-    try:
-        _compare(
-            file, written, metadata.get("requires-dist", []), kinds,
-            ("project", "dependencies"), f"`{project.name}`", root,
-        )  # fmt: skip
-        recorded_groups = metadata.get("requires-dev", {})
-        groups = _groups(file.data)
-        for group in sorted(set(groups) | {canonicalize_name(g) for g in recorded_groups}):
-            recorded: list[dict[str, Any]] = next(
-                (v for g, v in recorded_groups.items() if canonicalize_name(g) == group), []
-            )
-            _compare(
-                file, [(t, "", k) for t, k in groups.get(group, [])], recorded, kinds,
-                ("dependency-groups", group), f"the group `{group}` of `{project.name}`",
-                root,
-            )  # fmt: skip
-    except WorkspaceError as error:
-        return error
-    except (InvalidSpecifier, InvalidMarker, TypeError, AttributeError) as error:
-        return WorkspaceError(
-            Where(lock.path, 1, 1, root), f"uv.lock is malformed: {error}", _RELOCK
-        )
     return None
+
+
+def _static_requirements(table: dict[str, Any]) -> list[tuple[str, str, Key]]:
+    """The requirements `[project]` writes: (text, extra or "", where)."""
+    written: list[tuple[str, str, Key]] = [
+        (text, "", ("project", "dependencies", i))
+        for i, text in enumerate(table.get("dependencies", []))
+    ]
+    for extra, texts in (table.get("optional-dependencies") or {}).items():
+        written += [
+            (text, canonicalize_name(extra), ("project", "optional-dependencies", extra, i))
+            for i, text in enumerate(texts)
+        ]
+    return written
+
+
+def _compare_member(
+    file: TomlFile,
+    written: list[tuple[str, str, Key]],
+    metadata: Any,
+    kinds: dict[str, str],
+    name: str,
+    root: Path,
+) -> None:
+    """Raise the first requirement or dependency group of project `name` that its
+    uv.lock `metadata` does not record as written."""
+    _compare(
+        file, written, metadata.get("requires-dist", []), kinds,
+        ("project", "dependencies"), f"`{name}`", root,
+    )  # fmt: skip
+    recorded_groups = metadata.get("requires-dev", {})
+    groups = _groups(file.data)
+    for group in sorted(set(groups) | {canonicalize_name(g) for g in recorded_groups}):
+        recorded: list[dict[str, Any]] = next(
+            (v for g, v in recorded_groups.items() if canonicalize_name(g) == group), []
+        )
+        _compare(
+            file, [(t, "", k) for t, k in groups.get(group, [])], recorded, kinds,
+            ("dependency-groups", group), f"the group `{group}` of `{name}`",
+            root,
+        )  # fmt: skip
 
 
 def _same_version(a: str, b: str) -> bool | None:

@@ -131,31 +131,46 @@ def uv_workspace(
                 )
             )
         for member in sorted(matches - excluded):
-            if member in files:
-                if "project" not in files[member].data:
-                    ws.problems.append(
-                        WorkspaceError(
-                            where,
-                            f"workspace member `{rel(member, folder)}` has no [project] table "
-                            f"in its pyproject.toml",
-                            "add a [project] table with a name, or remove the member",
-                        )
-                    )
-                    continue
-                ws.members.add(member)
-            elif member in broken:
-                ws.problems.append(broken[member])
-            elif not member.name.startswith(".") and _has_files(member):
-                ws.problems.append(
-                    WorkspaceError(
-                        where,
-                        f"workspace member `{rel(member, folder)}` is missing a "
-                        f"`pyproject.toml` (matches: `{pattern}`)",
-                        "add a pyproject.toml to that folder, or exclude it with "
-                        "[tool.uv.workspace] exclude",
-                    )
-                )
+            _add_member(ws, member, pattern, where, files, broken)
     return ws
+
+
+def _add_member(
+    ws: UvWorkspace,
+    member: Path,
+    pattern: str,
+    where: Where,
+    files: Mapping[Path, TomlFile],
+    broken: Mapping[Path, WorkspaceError],
+) -> None:
+    """Add folder `member` (matched by `pattern`, written at `where`) to `ws`: as a
+    member when it is a project, else as a problem, unless uv would skip it too (a
+    hidden folder, or one without files)."""
+    folder = ws.root
+    if member in files:
+        if "project" not in files[member].data:
+            ws.problems.append(
+                WorkspaceError(
+                    where,
+                    f"workspace member `{rel(member, folder)}` has no [project] table "
+                    f"in its pyproject.toml",
+                    "add a [project] table with a name, or remove the member",
+                )
+            )
+            return
+        ws.members.add(member)
+    elif member in broken:
+        ws.problems.append(broken[member])
+    elif not member.name.startswith(".") and _has_files(member):
+        ws.problems.append(
+            WorkspaceError(
+                where,
+                f"workspace member `{rel(member, folder)}` is missing a "
+                f"`pyproject.toml` (matches: `{pattern}`)",
+                "add a pyproject.toml to that folder, or exclude it with "
+                "[tool.uv.workspace] exclude",
+            )
+        )
 
 
 def _glob(folder: Path, pattern: str) -> set[Path]:

@@ -12,7 +12,6 @@ from shipyard.builders.sdists import LockedSdist, sdist_only, wheel_from_sdist, 
 from shipyard.engine.cache.prune import prune_cache
 from shipyard.engine.cache.usage import usage
 from shipyard.errors import BuildError
-from shipyard.manifest._validate import workspace_root
 from shipyard.process import uv_binary
 from tests.unit._dynamic import backend_index, backend_wheels, offline
 from tests.unit._nested import htmlish_sdist
@@ -129,31 +128,6 @@ def test_an_sdist_that_is_not_the_locked_one_is_refused(
     assert not list((tmp_path / "c").rglob("*.whl"))
 
 
-def _pyproject(folder: Path, text: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pyproject.toml").write_text(text)
-
-
-_WORKSPACE = '[tool.uv.workspace]\nmembers = ["packages/*"]\n'
-
-
-def test_the_root_is_the_nearest_uv_workspace_up_to_the_git_top(tmp_path: Path) -> None:
-    (tmp_path / ".git").mkdir()
-    python = tmp_path / "python"
-    _pyproject(python, _WORKSPACE)
-    _pyproject(python / "packages/cli", '[project]\nname = "cli"\n')
-    assert workspace_root(python) == python
-    assert workspace_root(python / "packages/cli") == python
-    assert workspace_root(tmp_path / "docs") == tmp_path / "docs"  # none: its own folder
-    _pyproject(tmp_path, _WORKSPACE)
-    assert workspace_root(tmp_path / "deploy") == tmp_path
-    assert workspace_root(python) == python, "the nearest one"
-    # Above the git top is another repository's business.
-    inner = tmp_path / "vendor" / "lib"
-    (inner / ".git").mkdir(parents=True)
-    assert workspace_root(inner) == inner
-
-
 def _native_sdist(folder: Path) -> Path:
     """An sdist whose setup.py compiles a C extension: it builds a platform wheel."""
     import io
@@ -215,42 +189,3 @@ def test_an_sdist_that_builds_a_platform_wheel_is_refused_by_name(
     assert "cext-1.0-cp3" in said and "linux_x86_64.whl" in said
     assert "not for the binary's platforms" in said
     assert not list((tmp_path / "c").rglob("*.whl")), "a refused wheel is not cached"
-
-
-def test_a_manifest_above_the_workspace_of_its_binaries_is_refused_at_the_source(
-    tmp_path: Path,
-) -> None:
-    """binaries.yaml at the git top with the sources in python/, a uv workspace: its
-    uv.lock would silently not be read, so check says where binaries.yaml belongs."""
-    import subprocess
-    import sys
-
-    (tmp_path / ".git").mkdir()
-    python = tmp_path / "python"
-    _pyproject(python, _WORKSPACE)
-    _pyproject(python / "packages/cli", '[project]\nname = "cli"\nversion = "1"\n')
-    (tmp_path / "binaries.yaml").write_text(
-        "schema: 1\nproject: {name: acme, version: '1'}\nbinaries:\n"
-        "  cli: {source: python/packages/cli, entrypoint: 'cli:main'}\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "shipyard", "check"], cwd=tmp_path, capture_output=True,
-        text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert (
-        f"{tmp_path / 'binaries.yaml'}:4:17: binaries.cli.source: python/packages/cli is in "
-        "the uv workspace python/"
-    ) in done.stderr, done.stderr
-    assert "move binaries.yaml into python/" in done.stderr
-    # From the workspace's folder, the same binary is fine.
-    (python / "binaries.yaml").write_text(
-        "schema: 1\nproject: {name: acme, version: '1'}\nbinaries:\n"
-        "  cli: {source: packages/cli, entrypoint: 'cli:main'}\n"
-    )
-    (tmp_path / "binaries.yaml").unlink()
-    done = subprocess.run(
-        [sys.executable, "-m", "shipyard", "check"], cwd=python, capture_output=True,
-        text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.manifest import SizeBudget, Variant, load_manifest, parse_size
-from shipyard.manifest._types import manifest_from_json, manifest_to_json
+from shipyard.manifest._cached import manifest_from_json, manifest_to_json
 
 MANIFEST = """\
 schema: 1

@@ -34,7 +34,7 @@ from shipyard.engine.run import wrapped
 from shipyard.errors import ManifestError
 from shipyard.manifest import Image as ImageSettings
 from shipyard.manifest import Manifest, Variant, load_manifest
-from shipyard.manifest._types import manifest_from_json, manifest_to_json
+from shipyard.manifest._cached import manifest_from_json, manifest_to_json
 from shipyard.oci.remote.push import variant_tags
 from tests.unit.builders.image.test_image_builder import _action, _ctx, _deps, repo
 from tests.unit.builders.image.test_variants import Resolver, _layout_base

@@ -20,7 +20,7 @@ from shipyard.builders.distributions import Distribution
 from shipyard.builders.resolve import resolve
 from shipyard.errors import ManifestError
 from shipyard.manifest import IMAGE_PLATFORMS, PLATFORMS, json_schema, load_manifest
-from shipyard.manifest._types import manifest_from_json, manifest_to_json
+from shipyard.manifest._cached import manifest_from_json, manifest_to_json
 from shipyard.process import uv_binary
 from tests.unit.builders.test_resolve import make_wheel, offline_env
 
