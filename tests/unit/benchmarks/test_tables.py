@@ -1,0 +1,65 @@
+"""The README's benchmark tables come from the recorded output, never typed by hand."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks._tables import fill
+
+REPO = Path(__file__).resolve().parents[3]
+
+README = """# x
+<!-- bench:engine -->
+old engine table
+<!-- /bench:engine -->
+between
+<!-- bench:images -->
+old images table
+<!-- /bench:images -->
+"""
+
+
+def test_a_marked_block_takes_the_recorded_table_and_the_rest_stays() -> None:
+    text, filled, missing = fill(README, {"engine": "| a | b |\n|---|---|\n| 1 | 2 |\n\n"})
+    assert filled == ["engine"]
+    assert missing == ["images"]
+    assert "old engine table" not in text
+    assert "<!-- bench:engine -->\n| a | b |\n|---|---|\n| 1 | 2 |\n<!-- /bench:engine -->" in text
+    assert "old images table" in text, "a block with no recorded table is left as it was"
+    assert "between" in text
+
+
+def test_filling_twice_gives_the_same_text() -> None:
+    once, _, _ = fill(README, {"engine": "new\n", "images": "img\n"})
+    twice, _, _ = fill(once, {"engine": "new\n", "images": "img\n"})
+    assert once == twice
+
+
+def test_the_script_fills_a_readme_and_names_what_it_could_not_place(tmp_path: Path) -> None:
+    tables = tmp_path / "bench"
+    tables.mkdir()
+    (tables / "engine.md").write_text("E\n")
+    (tables / "zipapp.md").write_text("Z\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/_tables.py"), str(tables), str(readme)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "<!-- bench:engine -->\nE\n<!-- /bench:engine -->" in readme.read_text()
+    assert "no table recorded for images" in done.stdout
+    assert "recorded but not in" in done.stdout and "zipapp" in done.stdout
+
+
+def test_every_readme_block_has_a_benchmark_that_records_it() -> None:
+    """A marker in the README names a table some benchmark records (`record("name", ...)`)."""
+    import re
+
+    names = set(re.findall(r"<!-- bench:([a-z0-9-]+) -->", (REPO / "README.md").read_text()))
+    recorded = set()
+    for script in (REPO / "benchmarks").glob("*.py"):
+        recorded |= set(re.findall(r'record\(\s*"([a-z0-9-]+)"', script.read_text()))
+    assert names <= recorded, f"README blocks no benchmark records: {sorted(names - recorded)}"
