@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks._tables import fill
-
 REPO = Path(__file__).resolve().parents[3]
+
+
+def _load_fill() -> Callable[[str, dict[str, str]], tuple[str, list[str], list[str]]]:
+    """benchmarks/ is scripts, not a package: load the module from its file."""
+    spec = importlib.util.spec_from_file_location("bench_tables", REPO / "benchmarks/_tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fill: Callable[[str, dict[str, str]], tuple[str, list[str], list[str]]] = module.fill
+    return fill
+
+
+fill = _load_fill()
 
 README = """# x
 <!-- bench:engine -->
