@@ -59,12 +59,14 @@ from shipyard.engine.cache.checks import (
     RefusedEntry,
     checked_description,
     checked_mode,
+    checked_parts,
     checked_path,
     checked_sha256,
     checked_size,
     stored_mode,
 )
 from shipyard.engine.cache.lock import CacheLock, hold_shared
+from shipyard.engine.cache.pieces import store_pieces, tar_spans
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
@@ -225,7 +227,7 @@ class ActionCache:
         except RefusedEntry as exc:
             self._drop(key, exc)
             return None
-        if not all(_size(f.source) == f.size for f in files):
+        if not all(_size(blob) == size for f in files for blob, size in f.blobs()):
             return None  # a blob pruned meanwhile: an ordinary miss
         checked = self._checked_for(repo)
 
@@ -251,14 +253,17 @@ class ActionCache:
             if not isinstance(output, dict):
                 raise RefusedEntry("an output is not an object")
             sha256 = checked_sha256(output.get("sha256"))
+            size = checked_size(output.get("size"))
+            parts = checked_parts(output.get("parts"), size)
             files.append(
                 PlacedFile(
                     self.blobs / sha256,
                     checked_path(output.get("path"), declared),
                     sha256,
-                    checked_size(output.get("size")),
+                    size,
                     checked_mode(output.get("mode", 0o644)),
                     checked_description(output.get("artifact"), declared),
+                    tuple((self.blobs / digest, length) for digest, length in parts),
                 )
             )
         return files
@@ -280,27 +285,26 @@ class ActionCache:
         """Record an action's outputs under its key: durable blobs first, then the entry."""
         self.open()
         self._stored = True
+        listed: list[dict[str, object]] = []
         for artifact in outputs:
-            blob = self.blobs / artifact.sha256
-            if _size(blob) != artifact.size:
-                publish_file(artifact.path, blob)
+            output: dict[str, object] = {
+                "path": str(artifact.path.relative_to(repo)),
+                "sha256": artifact.sha256,
+                "size": artifact.size,
+                "mode": stored_mode(artifact.path),  # a zipapp stays executable
+                "artifact": artifact.describe(),
+            }
+            spans = tar_spans(artifact.path)
+            if spans is not None:  # an image archive: its layers are stored once
+                pieces = store_pieces(artifact.path, spans, self.blobs)
+                output["parts"] = [[digest, length] for digest, length in pieces]
+            elif _size(self.blobs / artifact.sha256) != artifact.size:
+                publish_file(artifact.path, self.blobs / artifact.sha256)
+            listed.append(output)
         self._checked_for(repo).note([(a.path, a.sha256) for a in outputs])
         if outputs:
             sync_folder(self.blobs)  # the blobs' names outlive a power cut before the entry's
-        entry = {
-            "key": key,
-            "stored": int(time.time()),
-            "outputs": [
-                {
-                    "path": str(a.path.relative_to(repo)),
-                    "sha256": a.sha256,
-                    "size": a.size,
-                    "mode": stored_mode(a.path),  # a zipapp stays executable
-                    "artifact": a.describe(),
-                }
-                for a in outputs
-            ],
-        }
+        entry = {"key": key, "stored": int(time.time()), "outputs": listed}
         atomic_write(self._entry(key), json.dumps(entry, indent=1).encode())
 
     def size(self) -> int:

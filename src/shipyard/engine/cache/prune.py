@@ -50,10 +50,16 @@ class PruneResult:
 
 
 def _named(entry: Path) -> set[str]:
-    """The blobs an action entry names (none when it is unreadable: it goes like any)."""
+    """The blobs an action entry names: each output's, or its pieces' when it is stored in
+    pieces (none when the entry is unreadable: it goes like any)."""
     try:
         outputs = json.loads(entry.read_bytes())["outputs"]
-        return {o["sha256"] for o in outputs if isinstance(o.get("sha256"), str)}
+        named = {o["sha256"] for o in outputs if isinstance(o.get("sha256"), str)}
+        for output in outputs:
+            for part in output.get("parts") or ():
+                if isinstance(part, list) and part and isinstance(part[0], str):
+                    named.add(part[0])
+        return named
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return set()
 

@@ -49,6 +49,13 @@ class PlacedFile:
     size: int
     mode: int
     about: Artifact  # the artifact's kind, binary, platform and metadata (path and bytes unset)
+    # When set, the file is these blobs one after the other, each (blob, size), not `source`
+    # alone (`shipyard.engine.cache.pieces`); the whole is checked against sha256 and size.
+    pieces: tuple[tuple[Path, int], ...] = ()
+
+    def blobs(self) -> tuple[tuple[Path, int], ...]:
+        """The blobs the file is made of, in order, each with its size."""
+        return self.pieces or ((self.source, self.size),)
 
 
 @dataclass
@@ -243,9 +250,16 @@ def _in_place(folder: int, file: PlacedFile, target: Path, holds: Holds | None) 
         return _digest(handle, file.size + 1)[0] == file.sha256
 
 
-def _digest(handle: IO[bytes], limit: int, out: IO[bytes] | None = None) -> tuple[str, int]:
-    """The sha256 and length of at most `limit` bytes of `handle`, copied to `out` too."""
-    hasher, total = hashlib.sha256(), 0
+def _digest(handle: IO[bytes], limit: int) -> tuple[str, int]:
+    """The sha256 and length of at most `limit` bytes of `handle`."""
+    hasher = hashlib.sha256()
+    total = _feed(handle, limit, hasher, None)
+    return hasher.hexdigest(), total
+
+
+def _feed(handle: IO[bytes], limit: int, hasher: hashlib._Hash, out: IO[bytes] | None) -> int:
+    """Hash (and copy to `out`) at most `limit` bytes of `handle`; how many there were."""
+    total = 0
     while total < limit:
         chunk = handle.read(min(_CHUNK, limit - total))
         if not chunk:
@@ -254,36 +268,64 @@ def _digest(handle: IO[bytes], limit: int, out: IO[bytes] | None = None) -> tupl
         total += len(chunk)
         if out is not None:
             out.write(chunk)
-    return hasher.hexdigest(), total
+    return total
 
 
-def _copy_checked(folder: int, file: PlacedFile) -> str:
-    """Copy `file.source` into a new temporary in `folder`, checking its sha256 and size
-    as it goes; return the temporary's name (durable, with the file's mode)."""
+def _open_blob(path: Path) -> IO[bytes]:
+    """The blob at `path` for reading, never through a symbolic link (RefusedEntry)."""
     try:
-        source = os.open(file.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-        raise RefusedEntry(f"blob {file.source} is a symbolic link", file.source) from None
+        raise RefusedEntry(f"blob {path} is a symbolic link", path) from None
+    return os.fdopen(fd, "rb")
+
+
+def _copy_checked(folder: int, file: PlacedFile) -> str:
+    """Copy the blobs of `file` into a new temporary in `folder`, checking the whole
+    file's sha256 and size as it goes; return the temporary's name (durable, with the
+    file's mode)."""
     temp = _temp_name()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with os.fdopen(source, "rb") as reader:
+        readers = [(_open_blob(path), size) for path, size in file.blobs()]
+        try:
             out = os.open(temp, flags, 0o600, dir_fd=folder)
             with os.fdopen(out, "wb") as writer:
-                digest, size = _digest(reader, file.size + 1, writer)
-                if (digest, size) != (file.sha256, file.size):
+                hasher, total = hashlib.sha256(), 0
+                for reader, size in readers:
+                    total += _feed(reader, size + 1, hasher, writer)
+                digest = hasher.hexdigest()
+                if (digest, total) != (file.sha256, file.size):
                     raise RefusedEntry(
-                        f"the blob for {'/'.join(file.parts)} has sha256 {digest} and {size} "
+                        f"the blob for {'/'.join(file.parts)} has sha256 {digest} and {total} "
                         f"bytes, not {file.sha256} and {file.size}",
-                        file.source,
+                        _bad_blob(file),
                     )
                 writer.flush()
                 os.fchmod(writer.fileno(), file.mode)
                 os.fsync(writer.fileno())  # durable before the rename that publishes it
+        finally:
+            for reader, _ in readers:
+                reader.close()
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=folder)
         raise
     return temp
+
+
+def _bad_blob(file: PlacedFile) -> Path | None:
+    """The blob of `file` that holds other bytes than its name says: the only one of a
+    whole file, or the first piece whose sha256 or size is off (None: every piece is
+    whole, so the entry itself lies about the file)."""
+    if not file.pieces:
+        return file.source
+    for path, size in file.pieces:
+        with contextlib.suppress(OSError), _open_blob(path) as reader:
+            hasher = hashlib.sha256()
+            if (_feed(reader, size + 1, hasher, None), hasher.hexdigest()) == (size, path.name):
+                continue
+        return path
+    return None
