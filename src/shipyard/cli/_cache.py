@@ -48,14 +48,15 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from shipyard.engine.cache.local import MAX_SIZE_ENV
+    from shipyard.engine.cache.local import DEFAULT_MAX_SIZE, MAX_SIZE_ENV
     from shipyard.engine.cache.usage import cache_info, human_size
 
     info = cache_info(cache_dir(args), os.environ)
+    default = human_size(DEFAULT_MAX_SIZE)
     limit_text = (
         f"automatic prune off ({MAX_SIZE_ENV}={info.setting})"
         if info.limit is None
-        else f"limit {human_size(info.limit)} ({MAX_SIZE_ENV}, default 10G)"
+        else f"limit {human_size(info.limit)} ({MAX_SIZE_ENV}, default {default})"
     )
     print(f"{info.dir}: {_sized(info.usage.managed)} stored by builds; {limit_text}")
     for part in info.usage.parts:

@@ -3,8 +3,9 @@
 A cache entry (a shared cache folder, or a registry repository that anyone with
 push rights fills) only proposes files, checked first (`shipyard.engine.cache.checks`).
 A restore writes only regular files, only under the paths the action declares, with
-mode 0644 or 0755, only bytes whose sha256 and size were checked while copying them,
-and never through a symbolic link;
+mode 0644 or 0755, only bytes whose sha256 and size were checked while copying them
+(or, for a hard link to a local cache blob that is the user's own file with the
+output's mode, while hashing the link), and never through a symbolic link;
 temporaries (fixed-length random names) live in the target folder itself.
 Anything else, including an entry the file system cannot hold (a name too long,
 a path that is both a file and a folder) or a write that fails part-way, raises
@@ -52,6 +53,9 @@ class PlacedFile:
     # When set, the file is these blobs one after the other, each (blob, size), not `source`
     # alone (`shipyard.engine.cache.pieces`); the whole is checked against sha256 and size.
     pieces: tuple[tuple[Path, int], ...] = ()
+    # Whether a whole blob may be hard-linked into place instead of copied: when it is
+    # this user's own regular file with the output's mode (checked by hashing the link).
+    link: bool = False
 
     def blobs(self) -> tuple[tuple[Path, int], ...]:
         """The blobs the file is made of, in order, each with its size."""
@@ -282,10 +286,53 @@ def _open_blob(path: Path) -> IO[bytes]:
     return os.fdopen(fd, "rb")
 
 
+def _linked(folder: int, file: PlacedFile) -> str | None:
+    """A new temporary in `folder` hard-linked to the blob of `file`, its sha256 and size
+    checked; None when it cannot be (another file system, a blob that is not this user's
+    own regular file with the output's mode, pieces): copy it instead."""
+    if not file.link or file.pieces:
+        return None
+    temp = _temp_name()
+    try:
+        os.link(file.source, temp, dst_dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return None  # EXDEV across file systems, EPERM for another user's blob
+    try:
+        try:
+            fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        except OSError:
+            os.unlink(temp, dir_fd=folder)
+            return None  # a link to a symbolic link: the copy refuses it
+        with os.fdopen(fd, "rb") as reader:
+            facts = os.fstat(reader.fileno())
+            if (
+                not stat.S_ISREG(facts.st_mode)
+                or stat.S_IMODE(facts.st_mode) != file.mode
+                or facts.st_uid != os.geteuid()  # nobody else may write it afterwards
+            ):
+                os.unlink(temp, dir_fd=folder)
+                return None
+            digest, size = _digest(reader, file.size + 1)
+        if (digest, size) != (file.sha256, file.size):
+            raise RefusedEntry(
+                f"the blob for {'/'.join(file.parts)} has sha256 {digest} and {size} "
+                f"bytes, not {file.sha256} and {file.size}",
+                file.source,
+            )
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=folder)
+        raise
+    return temp
+
+
 def _copy_checked(folder: int, file: PlacedFile) -> str:
-    """Copy the blobs of `file` into a new temporary in `folder`, checking the whole
-    file's sha256 and size as it goes; return the temporary's name (durable, with the
-    file's mode)."""
+    """Link (`_linked`) or copy the blobs of `file` into a new temporary in `folder`,
+    checking the whole file's sha256 and size as it goes; return the temporary's name
+    (durable, with the file's mode)."""
+    linked = _linked(folder, file)
+    if linked is not None:
+        return linked
     temp = _temp_name()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

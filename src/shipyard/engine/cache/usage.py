@@ -398,7 +398,7 @@ class CacheInfo:
 
 def cache_info(cache_dir: Path, env: Mapping[str, str]) -> CacheInfo:
     """The parts of the cache folder `cache_dir`, its limit ($SHIPYARD_CACHE_MAX_SIZE,
-    default 10G; UsageError when it does not read) and the last automatic prune."""
+    default 512M; UsageError when it does not read) and the last automatic prune."""
     cache = ActionCache(cache_dir)
     limit = cache_limit(env)
     return CacheInfo(

@@ -222,3 +222,51 @@ def test_hostile_parts_are_a_miss_that_writes_nothing(parts: object, tmp_path: P
     clone.mkdir()
     assert cache.restore("k1", clone, IMAGES) is None
     assert not path.exists() and not (clone / "dist").exists()
+
+
+def test_a_whole_blob_is_linked_into_place_when_it_is_ours_with_the_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A layout blob (0644) is a hard link to the cache's blob; a zipapp (0755) and an
+    archive in pieces are copies; a blob owned by someone else is copied too."""
+    repo, cache = tmp_path / "repo", ActionCache(tmp_path / "cache")
+    outputs = _image(repo, "app", os.urandom(PIECE_MIN))
+    pyz = repo / "dist" / "zipapps" / "app.pyz"
+    pyz.parent.mkdir(parents=True)
+    pyz.write_bytes(os.urandom(1000))
+    pyz.chmod(0o755)
+    zipapp = Artifact("zipapp", "app", "linux/amd64", pyz, sha256_file(pyz), 1000)
+    cache.store("k1", outputs, repo)
+    cache.store("k2", (zipapp,), repo)
+    anywhere = Declared((("dist", "**"),))
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    assert cache.restore("k1", clone, IMAGES) is not None
+    assert cache.restore("k2", clone, anywhere) is not None
+    layer, _, tar = (clone / a.path.relative_to(repo) for a in outputs)
+    assert layer.stat().st_ino == (cache.blobs / layer.name).stat().st_ino
+    assert oct(layer.stat().st_mode & 0o777) == oct(0o644)
+    assert tar.stat().st_nlink == 1
+    restored = clone / "dist" / "zipapps" / "app.pyz"
+    assert restored.stat().st_nlink == 1 and restored.stat().st_mode & 0o777 == 0o755
+    assert _files(clone) == _files(repo)
+
+    other = tmp_path / "other"
+    other.mkdir()
+    real = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: real + 1)  # the blobs are someone else's
+    assert cache.restore("k1", other, IMAGES) is not None
+    assert (other / layer.relative_to(clone)).stat().st_nlink == 1
+    assert _files(other) == {k: v for k, v in _files(repo).items() if "/images/" in k}
+
+
+def test_a_linked_blob_with_other_bytes_is_a_miss(tmp_path: Path) -> None:
+    repo, cache = tmp_path / "repo", ActionCache(tmp_path / "cache")
+    outputs = _image(repo, "app", os.urandom(PIECE_MIN))
+    cache.store("k1", outputs, repo)
+    app = cache.blobs / outputs[1].sha256
+    app.write_bytes(b"!" * app.stat().st_size)
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    assert cache.restore("k1", clone, IMAGES) is None
+    assert not app.exists() and not (clone / "dist").exists()
