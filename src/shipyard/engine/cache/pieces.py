@@ -66,38 +66,48 @@ def tar_spans(path: Path) -> list[tuple[int, int]] | None:
 
 def store_pieces(source: Path, spans: list[tuple[int, int]], blobs: Path) -> list[Piece]:
     """Store each span of `source` as a blob in the folder `blobs`, named by its sha256
-    (durable, kept when a blob of that name and size is there already); the pieces."""
+    (durable; a piece already there, with its size, is only hashed, not written again);
+    the pieces."""
     blobs.mkdir(parents=True, exist_ok=True)
     pieces: list[Piece] = []
     with source.open("rb") as reader:
         for offset, length in spans:
             reader.seek(offset)
-            pieces.append(_store_span(reader, length, blobs))
+            digest = _copy(reader, length, None)
+            if _size(blobs / digest) != length:
+                reader.seek(offset)
+                _write_blob(reader, length, blobs, digest)
+            pieces.append((digest, length))
     return pieces
 
 
-def _store_span(reader: IO[bytes], length: int, blobs: Path) -> Piece:
+def _copy(reader: IO[bytes], length: int, writer: IO[bytes] | None) -> str:
+    """The sha256 of the next `length` bytes of `reader`, copied to `writer` too."""
+    hasher, left = hashlib.sha256(), length
+    while left:
+        chunk = reader.read(min(_CHUNK, left))
+        if not chunk:
+            raise OSError(f"{reader.name} ended early")
+        hasher.update(chunk)
+        if writer is not None:
+            writer.write(chunk)
+        left -= len(chunk)
+    return hasher.hexdigest()
+
+
+def _write_blob(reader: IO[bytes], length: int, blobs: Path, digest: str) -> None:
+    """Write the next `length` bytes of `reader` as the blob `digest`: a durable temporary
+    renamed into place, if they still hash to `digest`."""
     fd, temp = tempfile.mkstemp(dir=blobs, prefix=f"{TEMP_PREFIX}piece.")
     try:
-        hasher, left = hashlib.sha256(), length
         with os.fdopen(fd, "wb") as writer:
-            while left:
-                chunk = reader.read(min(_CHUNK, left))
-                if not chunk:
-                    raise OSError(f"{reader.name} ended early")
-                hasher.update(chunk)
-                writer.write(chunk)
-                left -= len(chunk)
-            digest = hasher.hexdigest()
-            blob = blobs / digest
-            if _size(blob) == length:
-                return digest, length  # stored already (by another output, or action)
+            if _copy(reader, length, writer) != digest:
+                raise OSError(f"{reader.name} changed while it was stored")
             writer.flush()
             os.fchmod(writer.fileno(), 0o644)
             os.fsync(writer.fileno())
-        os.replace(temp, blob)
+        os.replace(temp, blobs / digest)
         temp = ""
-        return digest, length
     finally:
         if temp:
             with contextlib.suppress(OSError):
