@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+from typing import TYPE_CHECKING
 
 from shipyard.cli._args import cache_dir
+
+if TYPE_CHECKING:
+    from shipyard.engine.cache.usage import CacheContents
 
 __all__ = ["cache_command"]
 
@@ -44,14 +48,15 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from shipyard.engine.cache.local import MAX_SIZE_ENV
+    from shipyard.engine.cache.local import DEFAULT_MAX_SIZE, MAX_SIZE_ENV
     from shipyard.engine.cache.usage import cache_info, human_size
 
     info = cache_info(cache_dir(args), os.environ)
+    default = human_size(DEFAULT_MAX_SIZE)
     limit_text = (
         f"automatic prune off ({MAX_SIZE_ENV}={info.setting})"
         if info.limit is None
-        else f"limit {human_size(info.limit)} ({MAX_SIZE_ENV}, default 10G)"
+        else f"limit {human_size(info.limit)} ({MAX_SIZE_ENV}, default {default})"
     )
     print(f"{info.dir}: {_sized(info.usage.managed)} stored by builds; {limit_text}")
     for part in info.usage.parts:
@@ -67,4 +72,39 @@ def _info(args: argparse.Namespace) -> int:
             + (" (another build held what it uses)" if last.shared else "")
         )
         print(f"last automatic check, after a build at {when}: {_sized(last.size)}, {done}")
+    _contents(info.contents)
     return 0
+
+
+def _contents(found: CacheContents) -> None:
+    """What dominates the action cache: by kind, the largest entries and blobs, and what
+    storing each identical blob once saves."""
+    from shipyard.engine.cache.usage import human_size
+
+    if not found.entries:
+        return
+    share = f", {100 * found.saved // found.logical}%" if found.logical else ""
+    print(
+        f"action cache: {found.entries} entries restore {human_size(found.logical)}, stored "
+        f"as {human_size(found.stored)} of blobs (identical blobs once: "
+        f"{human_size(found.saved)} saved{share})"
+        + (f"; {human_size(found.unnamed)} in blobs no entry names" if found.unnamed else "")
+    )
+    print("  by kind (stored: each blob once, under the first kind naming it; as restored):")
+    for kind in found.kinds:
+        print(
+            f"    {kind.kind:<14}{human_size(kind.stored):>10} stored  "
+            f"{human_size(kind.logical):>10} restored in {kind.outputs} outputs"
+        )
+    print("  largest entries (as restored; freed if removed):")
+    for entry in found.largest_entries:
+        print(
+            f"    {entry.key[:12]}  {entry.made:<28}{human_size(entry.logical):>10}  "
+            f"{human_size(entry.own):>10}"
+        )
+    print("  largest blobs:")
+    for blob in found.largest_blobs:
+        print(
+            f"    {blob.sha256[:12]}  {human_size(blob.size):>10}  named by {blob.entries} "
+            f"entries ({', '.join(blob.kinds)})"
+        )

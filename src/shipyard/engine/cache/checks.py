@@ -26,6 +26,7 @@ __all__ = [
     "RefusedEntry",
     "checked_description",
     "checked_mode",
+    "checked_parts",
     "checked_path",
     "checked_sha256",
     "checked_size",
@@ -35,6 +36,7 @@ __all__ = [
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _MODES = (0o644, 0o755)  # never setuid, setgid, sticky, or writable by others
+_MAX_PARTS = 100_000  # far more than any tar a build writes has members
 
 
 class RefusedEntry(Exception):
@@ -146,6 +148,24 @@ def checked_size(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise RefusedEntry(f"size {value!r} is not a byte count")
     return value
+
+
+def checked_parts(value: object, size: int) -> tuple[tuple[str, int], ...]:
+    """The pieces an output is stored as, each (sha256, size) (`shipyard.engine.cache.pieces`):
+    `value` if it is a list of [sha256, size] pairs whose sizes add up to `size`; an empty
+    tuple when there is none (the output is one blob); else RefusedEntry."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not 0 < len(value) <= _MAX_PARTS:
+        raise RefusedEntry(f"its parts are not a list of at most {_MAX_PARTS} pieces")
+    parts: list[tuple[str, int]] = []
+    for part in value:
+        if not isinstance(part, list) or len(part) != 2:
+            raise RefusedEntry(f"part {part!r} is not a [sha256, size] pair")
+        parts.append((checked_sha256(part[0]), checked_size(part[1])))
+    if sum(length for _, length in parts) != size:
+        raise RefusedEntry(f"its parts do not add up to its size of {size} bytes")
+    return tuple(parts)
 
 
 def checked_description(value: object, declared: Declared | None = None) -> Artifact:

@@ -3,9 +3,11 @@
 Layout under the cache directory (all writes are temp-then-rename, so a killed
 build leaves at worst an unreferenced temp file, never a half entry):
 
-    v1/blobs/<sha256>        output file contents
+    v1/blobs/<sha256>        output file contents, or pieces of them
     v1/actions/<key>.json    the outputs of one action: path (repo-relative), sha256, size,
-                             mode and the artifact's kind, binary, platform and metadata
+                             mode and the artifact's kind, binary, platform and metadata;
+                             for a large tar, the pieces it is stored as ("parts": each
+                             [sha256, size], `shipyard.engine.cache.pieces`)
     v1/.lock                 held shared by every build using the cache, and by
                              every process using the base blob store (oci/)
     v1/autoprune.json        the last automatic check of the cache's size (see auto_prune)
@@ -22,9 +24,9 @@ are swept only by a build that finds no other holder of the lock.
 
 The cache is kept under a size by least recent use (`prune`): after a build
 that stored something (`auto_prune`, limit $SHIPYARD_CACHE_MAX_SIZE, default
-10G), and by `shipyard cache prune`. A prune that finds the lock held by
-another process leaves alone what that process may be using: see `prune` and
-`shipyard.engine.cache.lock`.
+512M; what that build used stays), and by `shipyard cache prune`. A prune that
+finds the lock held by another process leaves alone what that process may be
+using: see `prune` and `shipyard.engine.cache.lock`.
 
 An entry is untrusted input (the cache folder may be shared): a restore writes
 only what `shipyard.engine.cache.checks` allows; anything else is a miss, logged, and
@@ -59,12 +61,14 @@ from shipyard.engine.cache.checks import (
     RefusedEntry,
     checked_description,
     checked_mode,
+    checked_parts,
     checked_path,
     checked_sha256,
     checked_size,
     stored_mode,
 )
 from shipyard.engine.cache.lock import CacheLock, hold_shared
+from shipyard.engine.cache.pieces import store_pieces, tar_spans
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.wrapper import OutputCache
 from shipyard.errors import UsageError
@@ -101,7 +105,12 @@ def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
 # The folders builds write in the cache folder (see shipyard.engine.cache.usage).
 ACTIONS, BASE_BLOBS, MANIFESTS, METADATA = "v1", "oci", "manifests", "metadata"
 SDIST_WHEELS = "sdist-wheels"  # wheels built from locked sdists, by the sdist's sha256
-DEFAULT_MAX_SIZE = 10 << 30
+# One full build of the example workspace (7 binaries, wheels, zipapps, images of 3
+# variants) stores 371 MB, 211 MB of it the two binaries of issue 28; an edit to one
+# project adds about 2 MB. A build's own entries are never pruned (`auto_prune`), so
+# the limit only bounds the history kept beside them. Pants collects its whole store
+# down to 4 GiB; Bazel's disk cache has no default limit.
+DEFAULT_MAX_SIZE = 512 << 20
 MAX_SIZE_ENV = "SHIPYARD_CACHE_MAX_SIZE"
 
 
@@ -118,7 +127,7 @@ def parse_size(text: str, where: str) -> int:
 
 
 def cache_limit(env: Mapping[str, str]) -> int | None:
-    """The size builds keep the cache under: $SHIPYARD_CACHE_MAX_SIZE, else 10G.
+    """The size builds keep the cache under: $SHIPYARD_CACHE_MAX_SIZE, else 512M.
 
     `off` (or `none`, `never`) turns the automatic prune off: None.
     """
@@ -171,6 +180,7 @@ class ActionCache:
         self._opening = threading.Lock()
         self._checked: dict[Path, CheckedOutputs] = {}
         self._stored = False  # since the last auto_prune: did this process add anything?
+        self._since: float | None = None  # when this process first used the cache
 
     def _checked_for(self, repo: Path) -> CheckedOutputs:
         with self._opening:
@@ -187,6 +197,8 @@ class ActionCache:
         The first user to find the cache idle sweeps the temporaries of killed
         builds; while any build holds the lock shared, its temporaries are live.
         """
+        if self._since is None:
+            self._since = time.time()
         self._lock.join()
 
     def close(self) -> None:
@@ -225,7 +237,7 @@ class ActionCache:
         except RefusedEntry as exc:
             self._drop(key, exc)
             return None
-        if not all(_size(f.source) == f.size for f in files):
+        if not all(_size(blob) == size for f in files for blob, size in f.blobs()):
             return None  # a blob pruned meanwhile: an ordinary miss
         checked = self._checked_for(repo)
 
@@ -251,14 +263,18 @@ class ActionCache:
             if not isinstance(output, dict):
                 raise RefusedEntry("an output is not an object")
             sha256 = checked_sha256(output.get("sha256"))
+            size = checked_size(output.get("size"))
+            parts = checked_parts(output.get("parts"), size)
             files.append(
                 PlacedFile(
                     self.blobs / sha256,
                     checked_path(output.get("path"), declared),
                     sha256,
-                    checked_size(output.get("size")),
+                    size,
                     checked_mode(output.get("mode", 0o644)),
                     checked_description(output.get("artifact"), declared),
+                    tuple((self.blobs / digest, length) for digest, length in parts),
+                    link=True,  # a blob that is this user's own, with the output's mode
                 )
             )
         return files
@@ -280,27 +296,26 @@ class ActionCache:
         """Record an action's outputs under its key: durable blobs first, then the entry."""
         self.open()
         self._stored = True
+        listed: list[dict[str, object]] = []
         for artifact in outputs:
-            blob = self.blobs / artifact.sha256
-            if _size(blob) != artifact.size:
-                publish_file(artifact.path, blob)
+            output: dict[str, object] = {
+                "path": str(artifact.path.relative_to(repo)),
+                "sha256": artifact.sha256,
+                "size": artifact.size,
+                "mode": stored_mode(artifact.path),  # a zipapp stays executable
+                "artifact": artifact.describe(),
+            }
+            spans = tar_spans(artifact.path)
+            if spans is not None:  # an image archive: its layers are stored once
+                pieces = store_pieces(artifact.path, spans, self.blobs)
+                output["parts"] = [[digest, length] for digest, length in pieces]
+            elif _size(self.blobs / artifact.sha256) != artifact.size:
+                publish_file(artifact.path, self.blobs / artifact.sha256)
+            listed.append(output)
         self._checked_for(repo).note([(a.path, a.sha256) for a in outputs])
         if outputs:
             sync_folder(self.blobs)  # the blobs' names outlive a power cut before the entry's
-        entry = {
-            "key": key,
-            "stored": int(time.time()),
-            "outputs": [
-                {
-                    "path": str(a.path.relative_to(repo)),
-                    "sha256": a.sha256,
-                    "size": a.size,
-                    "mode": stored_mode(a.path),  # a zipapp stays executable
-                    "artifact": a.describe(),
-                }
-                for a in outputs
-            ],
-        }
+        entry = {"key": key, "stored": int(time.time()), "outputs": listed}
         atomic_write(self._entry(key), json.dumps(entry, indent=1).encode())
 
     def size(self) -> int:
@@ -313,7 +328,7 @@ class ActionCache:
 
         return usage(self.dir)
 
-    def prune(self, max_bytes: int) -> PruneResult:
+    def prune(self, max_bytes: int, *, keep_since: float | None = None) -> PruneResult:
         """Remove least recently used entries, base blobs and manifests until they fit.
 
         Alone (no other process holds the lock), every part is pruned and the
@@ -321,16 +336,20 @@ class ActionCache:
         using base blobs it has located and storing blobs whose entry is not yet
         written: those are kept (`PruneResult.shared`), and entries and
         manifests are pruned, whose readers take a vanished file as a miss. A
-        blob an entry that stays names is always kept.
+        blob an entry that stays names is always kept, and so is every file used
+        since `keep_since` (seconds since the epoch), even over `max_bytes`.
         """
         from shipyard.engine.cache.prune import prune_cache
 
         with self._lock.alone(self.root, self.dir / BASE_BLOBS) as alone:
-            return prune_cache(self.dir, max_bytes, alone=alone)
+            return prune_cache(self.dir, max_bytes, alone=alone, keep_since=keep_since)
 
     def auto_prune(self, limit: int | None) -> PruneResult | None:
         """After a build: if it stored anything and the cache has grown past `limit`,
-        prune to `limit` (None: never). Returns what a prune did, else None.
+        prune to `limit` (None: never), keeping what this process used (entries it hit
+        or stored, base blobs, manifests: touched since it first opened the cache, so
+        the next build of the same commit is all hits whatever the limit). Returns
+        what a prune did, else None.
 
         A build that stored nothing (a no-op) does not even look. Each look is
         recorded in v1/autoprune.json (`shipyard cache info` shows it); an error
@@ -343,7 +362,8 @@ class ActionCache:
 
         try:
             size = self.size()
-            pruned = self.prune(limit) if size > limit else None
+            since = None if self._since is None else self._since - _CLOCK_SLACK
+            pruned = self.prune(limit, keep_since=since) if size > limit else None
             AutoPrune.looked(size, limit, pruned).save(self.dir)
         except OSError as exc:
             _log.warning("could not prune the cache %s to its limit: %s", self.dir, exc)
@@ -355,6 +375,11 @@ class ActionCache:
         from shipyard.engine.cache.usage import AutoPrune
 
         return AutoPrune.load(self.dir)
+
+
+# File times may lag the clock a little (a coarse kernel clock): a file used just after
+# the build began must not look older than its start.
+_CLOCK_SLACK = 1.0
 
 
 def _size(path: Path) -> int | None:

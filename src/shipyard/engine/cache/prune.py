@@ -50,10 +50,16 @@ class PruneResult:
 
 
 def _named(entry: Path) -> set[str]:
-    """The blobs an action entry names (none when it is unreadable: it goes like any)."""
+    """The blobs an action entry names: each output's, or its pieces' when it is stored in
+    pieces (none when the entry is unreadable: it goes like any)."""
     try:
         outputs = json.loads(entry.read_bytes())["outputs"]
-        return {o["sha256"] for o in outputs if isinstance(o.get("sha256"), str)}
+        named = {o["sha256"] for o in outputs if isinstance(o.get("sha256"), str)}
+        for output in outputs:
+            for part in output.get("parts") or ():
+                if isinstance(part, list) and part and isinstance(part[0], str):
+                    named.add(part[0])
+        return named
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return set()
 
@@ -97,15 +103,20 @@ class _Entries:
         return freed
 
 
-def _units(root: Path, entries: _Entries, *, alone: bool) -> list[tuple[float, bool, File]]:
+def _units(
+    root: Path, entries: _Entries, *, alone: bool, keep_since: float | None
+) -> list[tuple[float, bool, File]]:
     """Everything a prune may remove, oldest first: (mtime, is an entry, file). Base
-    blobs and blobs no entry names only when `alone` (no other build holds the cache)."""
+    blobs and blobs no entry names only when `alone` (no other build holds the cache);
+    nothing used since `keep_since`."""
     units = [(entry.mtime, True, entry) for entry in entries.entries]
     for folder in (MANIFESTS, METADATA, SDIST_WHEELS):
         units += [(f.mtime, False, f) for f in listed(root / folder) if not is_temporary(f)]
     if alone:
         units += [(float("-inf"), False, blob) for blob in entries.unnamed()]
         units += [(f.mtime, False, f) for f in listed(root / BASE_BLOBS) if not is_temporary(f)]
+    if keep_since is not None:
+        units = [unit for unit in units if unit[0] < keep_since]
     return sorted(units, key=lambda unit: (unit[0], str(unit[2].path)))
 
 
@@ -128,9 +139,12 @@ class _Tally:
             self.files += 1
 
 
-def prune_cache(root: Path, max_bytes: int, *, alone: bool) -> PruneResult:
+def prune_cache(
+    root: Path, max_bytes: int, *, alone: bool, keep_since: float | None = None
+) -> PruneResult:
     """Remove the least recently used files of every part of `root` until the parts
-    fit in `max_bytes`.
+    fit in `max_bytes`; files used since `keep_since` (seconds since the epoch) stay,
+    even over it.
 
     Unless `alone` (no other build holds the cache), the base blobs and the blobs no
     entry named before the prune began are kept: a running build may be using the
@@ -139,7 +153,7 @@ def prune_cache(root: Path, max_bytes: int, *, alone: bool) -> PruneResult:
     """
     tally = _Tally(usage(root).managed)
     entries = _Entries(root / ACTIONS)
-    for _, is_entry_file, unit in _units(root, entries, alone=alone):
+    for _, is_entry_file, unit in _units(root, entries, alone=alone, keep_since=keep_since):
         if tally.total <= max_bytes:
             break
         if not _unlink(unit.path):
@@ -172,7 +186,7 @@ def prune_to(
     cache_dir: Path, env: Mapping[str, str], max_size: str | None = None
 ) -> tuple[PruneResult, int]:
     """`shipyard cache prune`: prune the cache folder `cache_dir` to `max_size`
-    (--max-size), else to its limit ($SHIPYARD_CACHE_MAX_SIZE, default 10G). Returns
+    (--max-size), else to its limit ($SHIPYARD_CACHE_MAX_SIZE, default 512M). Returns
     what was done and the size pruned to. UsageError (exit 2) for a size that does not
     read, or when the limit is off and no --max-size is given."""
     limit = cache_limit(env)
@@ -181,6 +195,6 @@ def prune_to(
     elif limit is None:
         raise UsageError(
             f"{MAX_SIZE_ENV}={env.get(MAX_SIZE_ENV)} turns the automatic prune off; "
-            "give the size to prune to: shipyard cache prune --max-size=10G"
+            "give the size to prune to: shipyard cache prune --max-size=512M"
         )
     return ActionCache(cache_dir).prune(limit), limit

@@ -3,8 +3,9 @@
 A cache entry (a shared cache folder, or a registry repository that anyone with
 push rights fills) only proposes files, checked first (`shipyard.engine.cache.checks`).
 A restore writes only regular files, only under the paths the action declares, with
-mode 0644 or 0755, only bytes whose sha256 and size were checked while copying them,
-and never through a symbolic link;
+mode 0644 or 0755, only bytes whose sha256 and size were checked while copying them
+(or, for a hard link to a local cache blob that is the user's own file with the
+output's mode, while hashing the link), and never through a symbolic link;
 temporaries (fixed-length random names) live in the target folder itself.
 Anything else, including an entry the file system cannot hold (a name too long,
 a path that is both a file and a folder) or a write that fails part-way, raises
@@ -49,6 +50,16 @@ class PlacedFile:
     size: int
     mode: int
     about: Artifact  # the artifact's kind, binary, platform and metadata (path and bytes unset)
+    # When set, the file is these blobs one after the other, each (blob, size), not `source`
+    # alone (`shipyard.engine.cache.pieces`); the whole is checked against sha256 and size.
+    pieces: tuple[tuple[Path, int], ...] = ()
+    # Whether a whole blob may be hard-linked into place instead of copied: when it is
+    # this user's own regular file with the output's mode (checked by hashing the link).
+    link: bool = False
+
+    def blobs(self) -> tuple[tuple[Path, int], ...]:
+        """The blobs the file is made of, in order, each with its size."""
+        return self.pieces or ((self.source, self.size),)
 
 
 @dataclass
@@ -243,9 +254,16 @@ def _in_place(folder: int, file: PlacedFile, target: Path, holds: Holds | None) 
         return _digest(handle, file.size + 1)[0] == file.sha256
 
 
-def _digest(handle: IO[bytes], limit: int, out: IO[bytes] | None = None) -> tuple[str, int]:
-    """The sha256 and length of at most `limit` bytes of `handle`, copied to `out` too."""
-    hasher, total = hashlib.sha256(), 0
+def _digest(handle: IO[bytes], limit: int) -> tuple[str, int]:
+    """The sha256 and length of at most `limit` bytes of `handle`."""
+    hasher = hashlib.sha256()
+    total = _feed(handle, limit, hasher, None)
+    return hasher.hexdigest(), total
+
+
+def _feed(handle: IO[bytes], limit: int, hasher: hashlib._Hash, out: IO[bytes] | None) -> int:
+    """Hash (and copy to `out`) at most `limit` bytes of `handle`; how many there were."""
+    total = 0
     while total < limit:
         chunk = handle.read(min(_CHUNK, limit - total))
         if not chunk:
@@ -254,36 +272,107 @@ def _digest(handle: IO[bytes], limit: int, out: IO[bytes] | None = None) -> tupl
         total += len(chunk)
         if out is not None:
             out.write(chunk)
-    return hasher.hexdigest(), total
+    return total
 
 
-def _copy_checked(folder: int, file: PlacedFile) -> str:
-    """Copy `file.source` into a new temporary in `folder`, checking its sha256 and size
-    as it goes; return the temporary's name (durable, with the file's mode)."""
+def _open_blob(path: Path) -> IO[bytes]:
+    """The blob at `path` for reading, never through a symbolic link (RefusedEntry)."""
     try:
-        source = os.open(file.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
-        raise RefusedEntry(f"blob {file.source} is a symbolic link", file.source) from None
+        raise RefusedEntry(f"blob {path} is a symbolic link", path) from None
+    return os.fdopen(fd, "rb")
+
+
+def _linked(folder: int, file: PlacedFile) -> str | None:
+    """A new temporary in `folder` hard-linked to the blob of `file`, its sha256 and size
+    checked; None when it cannot be (another file system, a blob that is not this user's
+    own regular file with the output's mode, pieces): copy it instead."""
+    if not file.link or file.pieces:
+        return None
     temp = _temp_name()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        with os.fdopen(source, "rb") as reader:
-            out = os.open(temp, flags, 0o600, dir_fd=folder)
-            with os.fdopen(out, "wb") as writer:
-                digest, size = _digest(reader, file.size + 1, writer)
-                if (digest, size) != (file.sha256, file.size):
-                    raise RefusedEntry(
-                        f"the blob for {'/'.join(file.parts)} has sha256 {digest} and {size} "
-                        f"bytes, not {file.sha256} and {file.size}",
-                        file.source,
-                    )
-                writer.flush()
-                os.fchmod(writer.fileno(), file.mode)
-                os.fsync(writer.fileno())  # durable before the rename that publishes it
+        os.link(file.source, temp, dst_dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return None  # EXDEV across file systems, EPERM for another user's blob
+    try:
+        try:
+            fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        except OSError:
+            os.unlink(temp, dir_fd=folder)
+            return None  # a link to a symbolic link: the copy refuses it
+        with os.fdopen(fd, "rb") as reader:
+            facts = os.fstat(reader.fileno())
+            if (
+                not stat.S_ISREG(facts.st_mode)
+                or stat.S_IMODE(facts.st_mode) != file.mode
+                or facts.st_uid != os.geteuid()  # nobody else may write it afterwards
+            ):
+                os.unlink(temp, dir_fd=folder)
+                return None
+            digest, size = _digest(reader, file.size + 1)
+        if (digest, size) != (file.sha256, file.size):
+            raise RefusedEntry(
+                f"the blob for {'/'.join(file.parts)} has sha256 {digest} and {size} "
+                f"bytes, not {file.sha256} and {file.size}",
+                file.source,
+            )
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=folder)
         raise
     return temp
+
+
+def _copy_checked(folder: int, file: PlacedFile) -> str:
+    """Link (`_linked`) or copy the blobs of `file` into a new temporary in `folder`,
+    checking the whole file's sha256 and size as it goes; return the temporary's name
+    (durable, with the file's mode)."""
+    linked = _linked(folder, file)
+    if linked is not None:
+        return linked
+    temp = _temp_name()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        readers = [(_open_blob(path), size) for path, size in file.blobs()]
+        try:
+            out = os.open(temp, flags, 0o600, dir_fd=folder)
+            with os.fdopen(out, "wb") as writer:
+                hasher, total = hashlib.sha256(), 0
+                for reader, size in readers:
+                    total += _feed(reader, size + 1, hasher, writer)
+                digest = hasher.hexdigest()
+                if (digest, total) != (file.sha256, file.size):
+                    raise RefusedEntry(
+                        f"the blob for {'/'.join(file.parts)} has sha256 {digest} and {total} "
+                        f"bytes, not {file.sha256} and {file.size}",
+                        _bad_blob(file),
+                    )
+                writer.flush()
+                os.fchmod(writer.fileno(), file.mode)
+                os.fsync(writer.fileno())  # durable before the rename that publishes it
+        finally:
+            for reader, _ in readers:
+                reader.close()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=folder)
+        raise
+    return temp
+
+
+def _bad_blob(file: PlacedFile) -> Path | None:
+    """The blob of `file` that holds other bytes than its name says: the only one of a
+    whole file, or the first piece whose sha256 or size is off (None: every piece is
+    whole, so the entry itself lies about the file)."""
+    if not file.pieces:
+        return file.source
+    for path, size in file.pieces:
+        with contextlib.suppress(OSError), _open_blob(path) as reader:
+            hasher = hashlib.sha256()
+            if (_feed(reader, size + 1, hasher, None), hasher.hexdigest()) == (size, path.name):
+                continue
+        return path
+    return None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard._fs import TEMP_PREFIX, atomic_write
+from shipyard.artifacts import KINDS
 from shipyard.engine.cache.local import (
     ACTIONS,
     BASE_BLOBS,
@@ -48,11 +49,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AutoPrune",
+    "BlobUse",
+    "CacheContents",
     "CacheInfo",
     "CachePart",
     "CacheUsage",
+    "EntryUse",
     "File",
+    "KindUse",
     "cache_info",
+    "contents",
     "human_size",
     "is_entry",
     "is_temporary",
@@ -227,21 +233,179 @@ class AutoPrune:
 
 
 @dataclass(frozen=True)
+class KindUse:
+    """The outputs of one kind (wheel, zipapp, image-layout, image-archive, ...) in the
+    action cache: how many, their bytes as restored, and the bytes of the blobs counted
+    under this kind (each blob once, under the first kind in `KINDS` order that names
+    it: an archive's layers count under the image layout that holds them too)."""
+
+    kind: str
+    outputs: int
+    logical: int
+    stored: int
+
+
+@dataclass(frozen=True)
+class EntryUse:
+    """One action entry: what it made, its outputs' bytes as restored, and the bytes of
+    the blobs no other entry names (what removing it frees)."""
+
+    key: str
+    made: str  # `image mesh-agent`, `wheel`
+    logical: int
+    own: int
+
+
+@dataclass(frozen=True)
+class BlobUse:
+    """One blob of the action cache: its size, how many entries and which kinds name it."""
+
+    sha256: str
+    size: int
+    entries: int
+    kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CacheContents:
+    """What the action cache's entries hold (`shipyard cache info`): the bytes their
+    outputs add up to as restored (`logical`) against the bytes of the blobs they name,
+    each stored once (`stored`); by kind, largest first; the largest entries and blobs."""
+
+    entries: int
+    logical: int
+    stored: int
+    unnamed: int  # bytes of blobs no entry names (a store under way, or garbage)
+    kinds: tuple[KindUse, ...]
+    largest_entries: tuple[EntryUse, ...]
+    largest_blobs: tuple[BlobUse, ...]
+
+    @property
+    def saved(self) -> int:
+        """Bytes that storing each identical blob once saves."""
+        return self.logical - self.stored
+
+
+def _outputs(path: Path) -> list[tuple[str, str, int, list[tuple[str, int]]]]:
+    """(kind, binary, size, blobs) of each output an entry lists; [] when it does not read
+    (an entry is untrusted: only what has the right shape counts)."""
+    try:
+        outputs = json.loads(path.read_bytes())["outputs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    found = []
+    for output in outputs if isinstance(outputs, list) else ():
+        if not isinstance(output, dict):
+            continue
+        about = output.get("artifact")
+        about = about if isinstance(about, dict) else {}
+        sha256, size, parts = output.get("sha256"), output.get("size"), output.get("parts")
+        if not isinstance(sha256, str) or not isinstance(size, int):
+            continue
+        blobs = [(sha256, size)]
+        if isinstance(parts, list):
+            blobs = [
+                (p[0], p[1])
+                for p in parts
+                if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                if isinstance(p[1], int)
+            ]
+        kind, binary = about.get("kind"), about.get("binary")
+        found.append((str(kind or "?"), str(binary or ""), size, blobs))
+    return found
+
+
+def _kind_order(kind: str) -> tuple[int, str]:
+    return (KINDS.index(kind) if kind in KINDS else len(KINDS), kind)
+
+
+def contents(root: Path, top: int = 5) -> CacheContents:
+    """What the entries of the action cache in the cache folder `root` hold, with the
+    `top` largest entries (as restored) and blobs."""
+    folder = root / ACTIONS
+    sizes = {f.path.name: f.size for f in listed(folder / "blobs") if not is_temporary(f)}
+    entries = [f for f in listed(folder / "actions") if is_entry(f)]
+    holders: dict[str, set[str]] = {}  # blob -> entries naming it
+    kinds_of: dict[str, set[str]] = {}  # blob -> kinds naming it
+    per_kind: dict[str, list[int]] = {}  # kind -> [outputs, logical]
+    made: dict[str, tuple[str, int, set[str]]] = {}  # key -> (made, logical, blobs)
+    for entry in entries:
+        key = entry.path.stem
+        outputs = _outputs(entry.path)
+        named: set[str] = set()
+        for kind, _, size, pieces in outputs:
+            tally = per_kind.setdefault(kind, [0, 0])
+            tally[0] += 1
+            tally[1] += size
+            for sha256, _ in pieces:
+                holders.setdefault(sha256, set()).add(key)
+                kinds_of.setdefault(sha256, set()).add(kind)
+                named.add(sha256)
+        first = min((o[0] for o in outputs), key=_kind_order, default="?")
+        binary = next((o[1] for o in outputs if o[1]), "")
+        what = first.partition("-")[0] if first.startswith("image") else first
+        made[key] = (f"{what} {binary}".strip(), sum(o[2] for o in outputs), named)
+    stored_by_kind: dict[str, int] = {}
+    for sha256, naming in kinds_of.items():
+        owner = min(naming, key=_kind_order)
+        stored_by_kind[owner] = stored_by_kind.get(owner, 0) + sizes.get(sha256, 0)
+    kinds = sorted(
+        (KindUse(k, n, logical, stored_by_kind.get(k, 0)) for k, (n, logical) in per_kind.items()),
+        key=lambda use: (-use.stored, -use.logical, use.kind),
+    )
+    uses = [
+        EntryUse(
+            key,
+            what,
+            logical,
+            sum(sizes.get(b, 0) for b in named if len(holders[b]) == 1),
+        )
+        for key, (what, logical, named) in made.items()
+    ]
+    blobs = [
+        BlobUse(
+            sha256,
+            sizes[sha256],
+            len(holders[sha256]),
+            tuple(sorted(kinds_of[sha256], key=_kind_order)),
+        )
+        for sha256 in holders
+        if sha256 in sizes
+    ]
+    return CacheContents(
+        entries=len(entries),
+        logical=sum(use.logical for use in uses),
+        stored=sum(blob.size for blob in blobs),
+        unnamed=sum(size for sha256, size in sizes.items() if sha256 not in holders),
+        kinds=tuple(kinds),
+        largest_entries=tuple(sorted(uses, key=lambda u: (-u.logical, u.key))[:top]),
+        largest_blobs=tuple(sorted(blobs, key=lambda b: (-b.size, b.sha256))[:top]),
+    )
+
+
+@dataclass(frozen=True)
 class CacheInfo:
-    """What `shipyard cache info` reports: each part, the limit and the last automatic look."""
+    """What `shipyard cache info` reports: each part, what the action cache's entries
+    hold, the limit and the last automatic look."""
 
     dir: Path
     usage: CacheUsage
     limit: int | None  # None: the automatic prune is off
     setting: str | None  # $SHIPYARD_CACHE_MAX_SIZE as set, if it is
     last: AutoPrune | None
+    contents: CacheContents
 
 
 def cache_info(cache_dir: Path, env: Mapping[str, str]) -> CacheInfo:
     """The parts of the cache folder `cache_dir`, its limit ($SHIPYARD_CACHE_MAX_SIZE,
-    default 10G; UsageError when it does not read) and the last automatic prune."""
+    default 512M; UsageError when it does not read) and the last automatic prune."""
     cache = ActionCache(cache_dir)
     limit = cache_limit(env)
     return CacheInfo(
-        cache.dir, cache.usage(), limit, env.get(MAX_SIZE_ENV), cache.last_auto_prune()
+        cache.dir,
+        cache.usage(),
+        limit,
+        env.get(MAX_SIZE_ENV),
+        cache.last_auto_prune(),
+        contents(cache.dir),
     )

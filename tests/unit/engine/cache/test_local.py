@@ -159,3 +159,23 @@ def test_a_builder_may_refuse_what_the_cache_restores(tmp_path: Path) -> None:
     assert wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 1
     inner.accept = False
     assert not wrapped(inner, cache).run(action, ctx, ()).cached and inner.builds == 2
+
+
+def test_auto_prune_keeps_what_this_build_used_even_over_the_limit(tmp_path: Path) -> None:
+    """The default limit is small (512M): a build's own entries stay however large, so
+    the next build of the same commit is all hits; only older ones go."""
+    earlier = ActionCache(tmp_path / "cache")
+    out = tmp_path / "old.bin"
+    out.write_bytes(os.urandom(10_000))
+    earlier.store("old", (_wheel(out, 10_000),), tmp_path)
+    os.utime(earlier.actions / "old.json", (time.time() - 100, time.time() - 100))
+    earlier.close()
+    build = ActionCache(tmp_path / "cache")
+    out = tmp_path / "new.bin"
+    out.write_bytes(os.urandom(10_000))
+    build.store("new", (_wheel(out, 10_000),), tmp_path)
+    pruned = build.auto_prune(5_000)
+    assert pruned is not None and pruned.removed_entries == 1
+    assert not (build.actions / "old.json").exists() and (build.actions / "new.json").exists()
+    assert pruned.kept_bytes > 5_000, "over the limit: what this build stored stays"
+    assert [p.name for p in build.blobs.iterdir()] == [sha256_file(out)], "and its blob"

@@ -40,7 +40,7 @@ def test_info_counts_every_part_and_the_total(
     info = cache_info(tmp_path / "cache", {"SHIPYARD_CACHE_MAX_SIZE": "off"})
     assert info.usage == found and info.dir == tmp_path / "cache"
     assert (info.limit, info.setting, info.last) == (None, "off", None)
-    assert cache_info(tmp_path / "cache", {}).limit == 10 << 30
+    assert cache_info(tmp_path / "cache", {}).limit == 512 << 20
     assert main(["cache", "info", f"--cache-dir={tmp_path / 'cache'}"]) == 0
     out = capsys.readouterr().out
     assert f"({found.managed} bytes) stored by builds" in out
@@ -49,11 +49,40 @@ def test_info_counts_every_part_and_the_total(
     assert "zipapps/    not shipyard's build cache, not pruned" in out
 
 
+def test_info_shows_what_dominates_and_what_dedup_saved(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """E1 and E2 both name shared.whl (10 KB): restored they are 47 KB, stored 37 KB."""
+    Filled(tmp_path / "cache")
+    found = cache_info(tmp_path / "cache", {}).contents
+    assert (found.entries, found.logical, found.stored, found.saved) == (2, 47_000, 37_000, 10_000)
+    assert [(k.kind, k.outputs, k.logical, k.stored) for k in found.kinds] == [
+        ("wheel", 4, 47_000, 37_000)
+    ]
+    assert [(e.key, e.logical, e.own) for e in found.largest_entries] == [
+        ("e1", 30_000, 20_000),
+        ("e2", 17_000, 7_000),
+    ]
+    assert [(b.size, b.entries) for b in found.largest_blobs] == [
+        (20_000, 1),
+        (10_000, 2),
+        (7_000, 1),
+    ]
+    assert main(["cache", "info", f"--cache-dir={tmp_path / 'cache'}"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "action cache: 2 entries restore 45.9 KB, stored as 36.1 KB of blobs "
+        "(identical blobs once: 9.8 KB saved, 21%)"
+    ) in out
+    assert "    wheel            36.1 KB stored     45.9 KB restored in 4 outputs" in out
+    assert "named by 2 entries (wheel)" in out
+
+
 def test_sizes_and_the_default_limit() -> None:
     assert parse_size("1M", "--max-size") == 1 << 20
     assert parse_size("10g", "--max-size") == 10 << 30
     assert parse_size("512", "--max-size") == 512
-    assert cache_limit({}) == 10 << 30
+    assert cache_limit({}) == 512 << 20
     assert cache_limit({"SHIPYARD_CACHE_MAX_SIZE": "2G"}) == 2 << 30
     assert cache_limit({"SHIPYARD_CACHE_MAX_SIZE": "off"}) is None
     with pytest.raises(UsageError, match=r"SHIPYARD_CACHE_MAX_SIZE=lots: give bytes"):
