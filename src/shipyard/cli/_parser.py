@@ -78,7 +78,7 @@ def _add_cache(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cache.add_argument("--cache-dir", help=_CACHE_DIR)
     cache.add_argument(
         "--max-size",
-        help="prune down to this size (bytes, or K/M/G/T; default $SHIPYARD_CACHE_MAX_SIZE, 10G)",
+        help="prune down to this size (bytes, or K/M/G/T; default $SHIPYARD_CACHE_MAX_SIZE, 512M)",
     )
 
 

@@ -81,7 +81,7 @@ def execute(
     `git` shares what git ignores (see GitIgnored.prefetch).
     `stamps` are per-action stamps by action id (see `BuildContext.stamps`).
     A build that stored anything in the cache then prunes it to its limit
-    (`ActionCache.auto_prune`, $SHIPYARD_CACHE_MAX_SIZE, default 10G).
+    (`ActionCache.auto_prune`, $SHIPYARD_CACHE_MAX_SIZE, default 512M).
     """
     root = plan.manifest.root
     dist = dist_dir(root)
