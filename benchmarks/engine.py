@@ -26,6 +26,8 @@ from shipyard.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+NOOP_SECONDS = 0.15  # a no-op build of the example suite, everything cached (issue 28)
+NOOP_SHARE = 0.01  # ... and at most 1% of its cold build
 
 
 def _timed(fn: Callable[[], object]) -> float:
@@ -154,8 +156,10 @@ def _engine(repo: Path, cache: Path) -> None:
     start = median(_timed(lambda: _invoke(repo, cache, "--version")) for _ in range(5))
     cold, serial = median(r[0] for r in rounds), median(r[1] for r in rounds)
     print(f"  cold build -j2 {cold:.2f}s, -j1 {serial:.2f}s")
-    _check("no-op rebuild (workspace example), seconds", median(r[2] for r in rounds), 0.3, "s")
-    _check("no-op rebuild / cold build", median(r[2] / r[0] for r in rounds), 0.02)
+    # Issue 28: a no-op imports and reads only what deciding "cached" takes.
+    noop = median(r[2] for r in rounds)
+    _check("no-op rebuild (example suite), seconds", noop, NOOP_SECONDS, "s")
+    _check("no-op rebuild / cold build", median(r[2] / r[0] for r in rounds), NOOP_SHARE)
     label = "invoke's own start (`invoke --version`)"
     print(f"  {label:<44} {start:8.3f}s")
     _check("no-op `invoke build --target=all`, seconds", median(r[3] for r in rounds), 0.5, "s")

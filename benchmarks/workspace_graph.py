@@ -10,7 +10,8 @@ well. Measured in one run:
   warm (answers cached by each member's files, hashes remembered by stat): target warm
   under 0.1 s;
 - the same with a uv.lock (the lock records the dynamic requirements: no backend);
-- `shipyard plan` and a no-op `shipyard build` of a binary, warm, as processes.
+- `shipyard plan` and a no-op `shipyard build` of every binary, warm, as processes:
+  target for the no-op at most 0.3 s (issue 28).
 
 hatchling comes from the package index through uv's own client. Run by `nox -s bench`.
 """
@@ -36,6 +37,7 @@ from shipyard.workspace import load_workspace
 MEMBERS = 20
 RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 TARGET_WARM = 0.1
+TARGET_NOOP = 0.3  # seconds: a no-op `shipyard build` of the workspace (issue 28)
 _HOOK = """\
 from hatchling.metadata.plugin.interface import MetadataHookInterface
 
@@ -122,19 +124,24 @@ def main() -> int:
             rows.append([f"graph, {label}", f"{cold:.3f}", f"{warm:.3f}",
                          f"< {TARGET_WARM} s {verdict}"])  # fmt: skip
         env = {**os.environ, "SHIPYARD_CACHE_DIR": str(Path(tmp) / "shipyard-cache")}
+        # Bytecode written, as a user's runs have it: without, every start recompiles
+        # shipyard and the no-op measures the compiler.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         command = [sys.executable, "-m", "shipyard"]
         cold_plan = timed([*command, "plan"], env=env, cwd=str(root))[0]
         warm_plan = statistics.median(
             timed([*command, "plan"], env=env, cwd=str(root))[0] for _ in range(RUNS)
         )
         rows.append(["shipyard plan (process)", f"{cold_plan:.3f}", f"{warm_plan:.3f}", ""])
-        first = timed([*command, "build", "--binary", "last"], env=env, cwd=str(root))[0]
+        first = timed([*command, "build"], env=env, cwd=str(root))[0]
         noop = statistics.median(
-            timed([*command, "build", "--binary", "last"], env=env, cwd=str(root))[0]
-            for _ in range(RUNS)
+            timed([*command, "build"], env=env, cwd=str(root))[0] for _ in range(RUNS)
         )
-        rows.append(["shipyard build --binary last", f"{first:.3f}", f"{noop:.3f}",
-                     "no-op (warm)"])  # fmt: skip
+        verdict = "ok" if noop <= TARGET_NOOP else "MISSED"
+        if noop > TARGET_NOOP:
+            missed.append("no-op shipyard build")
+        rows.append(["shipyard build (no-op, warm)", f"{first:.3f}", f"{noop:.3f}",
+                     f"<= {TARGET_NOOP} s {verdict}"])  # fmt: skip
     print(f"workspace graph: {MEMBERS} members with dynamic requirements, median of {RUNS}")
     print(format_table(["measure", "cold s", "warm s", "target"], rows))
     if missed:

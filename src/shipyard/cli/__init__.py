@@ -16,7 +16,7 @@ from shipyard.cli import _promote, _sign, _test
 from shipyard.cli._args import manifest_of
 from shipyard.cli._build import affected_command, build_command, plan_command
 from shipyard.cli._cache import cache_command
-from shipyard.cli._parser import parser
+from shipyard.cli._parser import parse, parser
 from shipyard.cli._release import push_command, release_command
 from shipyard.cli._repository import check_command, clean_command, init_command, schema_command
 from shipyard.errors import ShipyardError
@@ -72,7 +72,7 @@ def _log_to_stderr() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 a step failed, 2 bad input)."""
-    args = parser().parse_args(argv)
+    args = parse(argv)
     _log_to_stderr()
     try:
         return _COMMANDS[args.command](args)

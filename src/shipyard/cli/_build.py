@@ -84,7 +84,7 @@ def _warn_sizes(plan: Plan, results: Sequence[Result]) -> None:
     validate is where a budget fails)."""
     if not any(b.size for b in plan.binaries):
         return
-    from shipyard.release.budgets import check_sizes
+    from shipyard.engine.sizes import check_sizes
 
     for finding in check_sizes(plan.binaries, results):
         print(f"warning: {finding.message(plan.manifest.root)}", file=sys.stderr)

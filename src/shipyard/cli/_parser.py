@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from shipyard import __version__
 
-__all__ = ["parser"]
+__all__ = ["parse", "parser"]
 
 _CACHE_DIR = "action cache (default: $SHIPYARD_CACHE_DIR, XDG)"
 _FORCE_PROTECTED = "push to image.protected hubs outside CI (default: only when CI is set)"
@@ -136,9 +139,70 @@ def _add_repository(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_parser("clean", parents=[_common()], help="remove dist/")
 
 
-def parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    top = argparse.ArgumentParser(
+_Sub = argparse._SubParsersAction  # the `add_parser` of the top parser's COMMAND
+
+
+def _check(sub: _Sub[argparse.ArgumentParser]) -> None:
+    sub.add_parser("check", parents=[_common()], help="validate the manifest")
+
+
+def _plan(sub: _Sub[argparse.ArgumentParser]) -> None:
+    sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")
+
+
+def _add_test(sub: _Sub[argparse.ArgumentParser]) -> None:
+    from shipyard.cli import _test  # its own module: argparse only until run
+
+    _test.add_parser(sub, _common())
+
+
+def _add_promote(sub: _Sub[argparse.ArgumentParser]) -> None:
+    from shipyard.cli import _promote
+
+    _promote.add_parser(sub, _common())
+
+
+def _add_sign(sub: _Sub[argparse.ArgumentParser]) -> None:
+    from shipyard.cli import _sign
+
+    _sign.add_parsers(sub, _common())
+
+
+# Each command and the function that adds it (some add a few), in the order `--help`
+# lists them.
+_ADDERS: dict[str, Callable[[_Sub[argparse.ArgumentParser]], None]] = {
+    "check": _check,
+    "plan": _plan,
+    "build": _add_build,
+    "cache": _add_cache,
+    "push": _add_push,
+    "release": _add_release,
+    "affected": _add_repository,
+    "init": _add_repository,
+    "schema": _add_repository,
+    "clean": _add_repository,
+    "test": _add_test,
+    "promote": _add_promote,
+    "keygen": _add_sign,
+    "verify": _add_sign,
+}
+
+
+class _Retry(Exception):
+    """A parser of one command met an error: the full parser parses again and says it."""
+
+
+class _OneCommand(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Retry(message)
+
+
+def parser(
+    only: str | None = None, cls: type[argparse.ArgumentParser] = argparse.ArgumentParser
+) -> argparse.ArgumentParser:
+    """The argument parser of every subcommand; with `only`, of that command alone
+    (and any its function adds beside it)."""
+    top = cls(
         prog="shipyard",
         description="Wheels, zipapps and images from binaries.yaml.",
         parents=[_common(None)],
@@ -149,13 +213,41 @@ def parser() -> argparse.ArgumentParser:
         "--version", "--tool-version", action="version", version=f"shipyard {__version__}"
     )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("check", parents=[_common()], help="validate the manifest")
-    sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")
-    for add in (_add_build, _add_cache, _add_push, _add_release, _add_repository):
+    adders = [_ADDERS[only]] if only in _ADDERS else list(_ADDERS.values())
+    for add in dict.fromkeys(adders):  # each once, in order
         add(sub)
-    from shipyard.cli import _promote, _sign, _test  # their own modules: argparse only until run
-
-    _test.add_parser(sub, _common())
-    _promote.add_parser(sub, _common())
-    _sign.add_parsers(sub, _common())
     return top
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The word of `argv` that names the command: the first one not an option or -f's value."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in ("-f", "--file"):
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """`argv` (default: sys.argv[1:]) parsed as `parser()` parses it.
+
+    Every start parses its command line, and building all fifteen commands' parsers
+    costs more than the rest of the parse: the parser of the command named alone
+    parses first; anything it cannot parse is parsed again, and reported, by the full
+    parser, so errors and help read the same.
+    """
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = _command_word(words)
+    if command in _ADDERS:
+        try:
+            args = parser(command, _OneCommand).parse_args(words)
+        except _Retry:
+            pass
+        else:
+            if args.command == command:
+                return args
+    return parser().parse_args(words)

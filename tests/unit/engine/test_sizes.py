@@ -1,4 +1,4 @@
-"""Size budgets (release/budgets.py) over real artifacts: a wheel, zipapps built by the
+"""Size budgets (engine/sizes.py) over real artifacts: a wheel, zipapps built by the
 zipapp builder, and an OCI layout; the limits come from a real binaries.yaml."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from shipyard.builders.zipapp import ZipappBuilder, ZipappOptions
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Result
+from shipyard.engine.sizes import SizeFinding, check_sizes, format_size, measure
 from shipyard.errors import UsageError
 from shipyard.manifest import Binary, load_manifest
 from shipyard.oci.layer import BlobStore, Entry, write_layer
 from shipyard.oci.layout import write_layout
 from shipyard.oci.model import Config, Image, Platform, append_layer, make_index
-from shipyard.release.budgets import SizeFinding, check_sizes, format_size, measure
 from tests.unit.builders.test_resolve import make_wheel
 from tests.unit.builders.zipapp.test_zipapp import _ctx, _wheel
 
