@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
+from pathlib import Path
 
 import nox
 
@@ -92,11 +94,19 @@ def test(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Benchmarks under benchmarks/ (not part of test)."""
+    """Benchmarks under benchmarks/ (not part of test). Each one's output is kept in
+    dist/bench/<script>.txt and put into the README between its markers
+    (benchmarks/_tables.py), so the published figures are this run's."""
     _install(session)
+    tables = Path("dist/bench")
+    tables.mkdir(parents=True, exist_ok=True)
     for script in sorted(os.listdir("benchmarks")):
         if script.endswith(".py") and not script.startswith("_"):
-            session.run("python", f"benchmarks/{script}", *session.posargs)
+            command = shlex.join(["python", f"benchmarks/{script}", *session.posargs])
+            kept = shlex.quote(str(tables / f"{script[:-3]}.txt"))
+            # Shown as it runs and kept: a benchmark takes minutes.
+            session.run("bash", "-o", "pipefail", "-c", f"{command} | tee {kept}", external=True)
+    session.run("python", "benchmarks/_tables.py", str(tables), "README.md")
 
 
 @nox.session(python=PYTHON)

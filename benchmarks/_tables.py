@@ -1,25 +1,26 @@
-"""Put the tables the benchmarks printed into the README, between their markers.
+"""Put what the benchmarks printed into the README, between their markers.
 
     python benchmarks/_tables.py TABLES_DIR README.md
 
-Each benchmark writes its Markdown tables with `_common.record(name, text)` into
-`TABLES_DIR/<name>.md` (`nox -s bench` sets `BENCH_TABLES` to `dist/bench`). The README
-holds each table between `<!-- bench:<name> -->` and `<!-- /bench:<name> -->`; this
-script replaces what is between the markers with the recorded text, so the published
-figures are the last run's output and never typed by hand. A marker without a recorded
-table is left as it is and named; a recorded table without a marker is named too.
+`nox -s bench` keeps each benchmark's output in `TABLES_DIR/<script>.txt` (TABLES_DIR is
+`dist/bench`). The README holds each one between `<!-- bench:<script> -->` and
+`<!-- /bench:<script> -->`; this script replaces what is between the markers with that
+output as a text block, so the published figures are the last run's own words and never
+typed by hand. A marker without a recorded output is left as it is and named; an output
+without a marker is named too.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 
-__all__ = ["fill", "main"]
+__all__ = ["block", "fill", "main"]
 
 _BLOCK = re.compile(
-    r"(?P<open><!-- bench:(?P<name>[a-z0-9-]+) -->\n)"
+    r"(?P<open><!-- bench:(?P<name>[a-z0-9_-]+) -->\n)"
     r"(?P<body>.*?)"
     r"(?P<close><!-- /bench:(?P=name) -->)",
     re.S,
@@ -43,13 +44,24 @@ def fill(text: str, tables: dict[str, str]) -> tuple[str, list[str], list[str]]:
     return _BLOCK.sub(replace, text), filled, missing
 
 
+def block(script: str, output: str, when: str) -> str:
+    """A benchmark's output as the README shows it: where it came from, then the text."""
+    return (
+        f"Printed by `benchmarks/{script}.py` (`nox -s bench`) on {when}:\n\n"
+        f"```text\n{output.strip()}\n```\n"
+    )
+
+
 def main(argv: list[str]) -> int:
     """Fill README.md from the recorded tables; 2 on bad arguments."""
     if len(argv) != 2:
         print("usage: python benchmarks/_tables.py TABLES_DIR README.md", file=sys.stderr)
         return 2
     folder, readme = Path(argv[0]), Path(argv[1])
-    tables = {path.stem: path.read_text() for path in sorted(folder.glob("*.md"))}
+    tables = {}
+    for path in sorted(folder.glob("*.txt")):
+        when = time.strftime("%Y-%m-%d", time.gmtime(path.stat().st_mtime))
+        tables[path.stem] = block(path.stem, path.read_text(), when)
     text, filled, missing = fill(readme.read_text(), tables)
     readme.write_text(text)
     unplaced = sorted(set(tables) - set(filled))
