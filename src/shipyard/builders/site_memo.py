@@ -4,7 +4,9 @@ A binary's zipapp and its image each install the same wheels, from the same lock
 the same platform and Python: the same site. The first output to resolve keeps a copy
 of its site (hard links where the file system allows) in a folder of this process, by
 the key of everything that decides it (`site_key`); the second output's resolve is a
-lookup that links the kept site into its own folder. A failed resolution is not kept.
+lookup that links the kept site into its own folder. A failed resolution is not kept,
+and neither is a site the kept folder cannot hard-link (another file system: a copy
+would hold a second site's bytes, in memory where the temporary folder is a tmpfs).
 The kept sites are removed when the process ends.
 
 The key holds the wheels' bytes, the platform and Python, the lock's bytes (or none),
@@ -58,10 +60,11 @@ def site_key(
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def copy_site(source: Path, dest: Path) -> None:
+def copy_site(source: Path, dest: Path, *, links_only: bool = False) -> None:
     """`source`'s files in `dest` (made): hard links where the file system allows (the
     installer's own files are links into its cache already; nothing writes a site's
-    file in place), else copies. Symbolic links are copied as links."""
+    file in place), else copies, or OSError with `links_only`. Symbolic links are
+    copied as links."""
     dest.mkdir(parents=True, exist_ok=True)
     for folder, dirs, files in os.walk(source):
         here = Path(folder)
@@ -80,6 +83,8 @@ def copy_site(source: Path, dest: Path) -> None:
             try:
                 os.link(path, there / name)
             except OSError:
+                if links_only:
+                    raise
                 shutil.copy2(path, there / name)
 
 
@@ -125,8 +130,12 @@ class SiteMemo:
             resolution = resolve()
             self.resolved += 1
             shutil.rmtree(kept, ignore_errors=True)
-            copy_site(resolution.site, kept)
-            entry.resolution = resolution
+            try:
+                copy_site(resolution.site, kept, links_only=True)
+            except OSError:
+                shutil.rmtree(kept, ignore_errors=True)  # not kept: resolved again later
+            else:
+                entry.resolution = resolution
             return resolution, False
 
     def forget(self) -> None:

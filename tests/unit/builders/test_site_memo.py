@@ -160,3 +160,20 @@ def test_a_kept_site_is_linked_with_its_symbolic_links_as_links(tmp_path: Path) 
     assert (tmp_path / "copy" / "pkg" / "alias.py").readlink() == Path("mod.py")
     assert (tmp_path / "copy" / "linked").is_symlink()
     assert not (tmp_path / "outside").exists()
+
+
+def test_a_site_that_cannot_be_linked_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another file system (a tmpfs temporary folder): no copy is kept in its place."""
+    memo = SiteMemo(tmp_path / "kept")
+    calls: list[Path] = []
+
+    def cross_device(source: object, target: object) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr("shipyard.builders.site_memo.os.link", cross_device)
+    memo.site("k", tmp_path / "a", lambda: _fake(tmp_path / "a", calls))
+    assert not list((tmp_path / "kept").rglob("*.py"))
+    _, looked = memo.site("k", tmp_path / "b", lambda: _fake(tmp_path / "b", calls))
+    assert not looked and len(calls) == 2
