@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,10 +30,11 @@ from shipyard.builders.distributions import (
     with_hashes,
 )
 from shipyard.builders.installer import PLATFORM_ARCH, install_command, locked_hashes, target_env
+from shipyard.builders.site_memo import SiteMemo, site_key
 from shipyard.errors import BuildError
-from shipyard.process import installer_env, run_logged
+from shipyard.process import installer_env, run_logged, uv_binary
 
-__all__ = ["Locked", "Resolution", "resolve"]
+__all__ = ["SITES", "Locked", "Resolution", "resolve"]
 
 _NO_WHEEL = (
     re.compile(r"Because (?P<name>[A-Za-z0-9._-]+)\S* has no (?:usable )?wheels"),
@@ -133,14 +135,62 @@ def resolve(
     own bounds on each other are not enforced, as uv does for workspace members).
     `extras` are the first wheel's extras, installed with it.
     """
-    locked = requirements if isinstance(requirements, Locked) else None
-    if isinstance(requirements, Locked):
-        requirements = requirements.file
     wheels = [wheels] if isinstance(wheels, Path) else list(wheels)
     if platform not in PLATFORM_ARCH:
         raise BuildError(f"resolve:{platform}", f"unknown platform {platform}")
-    dest.mkdir(parents=True, exist_ok=True)
     log.parent.mkdir(parents=True, exist_ok=True)
+    key = site_key(wheels, platform, python, _lock_key(requirements), extras, _keyed_env(env))
+    resolution, looked_up = SITES.site(
+        key,
+        dest,
+        lambda: _resolve(wheels, platform, python, dest, env, log, requirements, extras),
+    )
+    if looked_up:
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(
+                f"{platform}: the site another output of this binary resolved (the same "
+                "wheels, lock, Python and installer settings), not resolved again\n"
+            )
+    return resolution
+
+
+SITES = SiteMemo()
+"""The sites resolved in this process (`shipyard.builders.site_memo`): a binary's zipapp
+and image resolve each platform once."""
+
+
+def _lock_key(requirements: Path | Locked | None) -> dict[str, object] | None:
+    """What of the lock decides the site: its bytes, exactness and the built wheels'."""
+    if requirements is None:
+        return None
+    locked = requirements if isinstance(requirements, Locked) else Locked(requirements)
+    return {
+        "file": sha256_file(locked.file),
+        "exact": locked.exact,
+        "built": sorted(sha256_file(path) for path in locked.built),
+    }
+
+
+def _keyed_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What the installer sees of `env`, and which installer it is."""
+    return {**installer_env(env), " installer": uv_binary() or sys.executable}
+
+
+def _resolve(
+    wheels: list[Path],
+    platform: str,
+    python: str,
+    dest: Path,
+    env: Mapping[str, str],
+    log: Path,
+    requirements: Path | Locked | None,
+    extras: Sequence[str],
+) -> Resolution:
+    """`resolve` without the memo: run the installer into `dest`, read the site back."""
+    locked = requirements if isinstance(requirements, Locked) else None
+    if isinstance(requirements, Locked):
+        requirements = requirements.file
+    dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX + "resolve-", dir=dest.parent) as tmp:
         reqs = _requirements(wheels, requirements, locked, extras, Path(tmp))
         report = Path(tmp) / "report.json"

@@ -243,18 +243,14 @@ class WheelBuilder:
 
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = action_log(ctx.dist, self.kind, action.names)
-        command = [sys.executable, "-m", "build", "--wheel"]
-        if shutil.which("uv") or _has_module("uv"):
-            command += ["--installer", "uv"]
         with tempfile.TemporaryDirectory(prefix=temp_prefix("wheel"), dir=ctx.dist) as tmp:
             out = Path(tmp) / "out"
-            command += ["--outdir", str(out), str(action.source)]
-            # The front end's isolated environments go inside our temporary, so a
-            # killed build's leftovers are swept with it by the next build.
+            # The backend's temporaries (and a front end's isolated environments) go
+            # inside ours, so a killed build's leftovers are swept with it by the next.
             scratch = Path(tmp) / "tmp"
             scratch.mkdir()
             env = {**build_env(ctx), "TMPDIR": str(scratch)}
-            returncode = run_logged(command, log, env=env, cwd=action.source)
+            command, returncode = self._backend(action, ctx, out, env, log)
             built = sorted(out.glob("*.whl")) if out.is_dir() else []
             if returncode != 0 or len(built) != 1:
                 raise BuildError(
@@ -283,6 +279,37 @@ class WheelBuilder:
             Metadata(wheel=own),
         )
         return (artifact,)
+
+    def _backend(
+        self, action: Action, ctx: BuildContext, out: Path, env: dict[str, str], log: Path
+    ) -> tuple[list[str], int]:
+        """Run the project's PEP 517 backend, its wheel into `out`: in the reused build
+        environment of its requirements with uv (`shipyard.builders.backends`), else in
+        a fresh isolated one by `python -m build`. The command and its exit status."""
+        from shipyard.builders.backends import backend_spec, run_backend
+        from shipyard.process import uv_binary
+
+        uv = uv_binary()
+        spec = None
+        try:
+            pyproject = _toml.loads((action.source / "pyproject.toml").read_text("utf-8"))
+            spec = backend_spec(pyproject)
+        except (OSError, UnicodeDecodeError, ValueError):
+            pass  # no readable [build-system]: `build` says what is wrong with it
+        if uv is not None and spec is not None:
+            from shipyard.engine.cache.local import default_cache_dir
+
+            cache = default_cache_dir(None, ctx.env)
+            _, command, returncode = run_backend(
+                spec, action.source, out, cache, uv=uv, env=ctx.env, build_env=env, log=log,
+                action=action.id,
+            )  # fmt: skip
+            return command, returncode
+        command = [sys.executable, "-m", "build", "--wheel"]
+        if uv is not None or shutil.which("uv") or _has_module("uv"):
+            command += ["--installer", "uv"]
+        command += ["--outdir", str(out), str(action.source)]
+        return command, run_logged(command, log, env=env, cwd=action.source)
 
 
 def wheel_metadata(wheel: Path) -> tuple[str, Distribution]:
