@@ -32,11 +32,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from shipyard._fs import atomic_write, exclusive
+from shipyard.engine.cache.local import BUILD_ENVS
 from shipyard.errors import BuildError
 from shipyard.process import INSTALLER_SETTINGS, installer_env, run_logged
 
 __all__ = [
-    "BUILD_ENVS",
     "PINS",
     "RUNNER",
     "BackendSpec",
@@ -46,7 +46,6 @@ __all__ = [
     "run_backend",
 ]
 
-BUILD_ENVS = "build-envs"  # the cache folder's part that holds them
 PINS = "shipyard-pins.json"  # written last: the environment is complete
 _FORMAT = 1  # bump when what an environment holds or how it is made changes
 # Settings that change how fast packages arrive, not which ones.

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shipyard.builders.backends import BUILD_ENVS, PINS, backend_spec, environment_key
+from shipyard.builders.backends import PINS, backend_spec, environment_key
 from shipyard.builders.wheel import WheelBuilder
+from shipyard.engine.cache.local import BUILD_ENVS
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import BuildContext

@@ -105,6 +105,7 @@ def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
 # The folders builds write in the cache folder (see shipyard.engine.cache.usage).
 ACTIONS, BASE_BLOBS, MANIFESTS, METADATA = "v1", "oci", "manifests", "metadata"
 SDIST_WHEELS = "sdist-wheels"  # wheels built from locked sdists, by the sdist's sha256
+BUILD_ENVS = "build-envs"  # PEP 517 build environments, one per build-system.requires
 # One full build of the example workspace (7 binaries, wheels, zipapps, images of 3
 # variants) stores 371 MB, 211 MB of it the two binaries of issue 28; an edit to one
 # project adds about 2 MB. A build's own entries are never pruned (`auto_prune`), so

@@ -36,6 +36,7 @@ from shipyard.artifacts import KINDS
 from shipyard.engine.cache.local import (
     ACTIONS,
     BASE_BLOBS,
+    BUILD_ENVS,
     MANIFESTS,
     MAX_SIZE_ENV,
     METADATA,
@@ -73,6 +74,8 @@ _PARTS = {
     METADATA: "project metadata (PEP 517)",
     SDIST_WHEELS: "wheels built from locked sdists",
 }
+# Parts builds write that a prune leaves alone: few, and each is reused as a whole.
+_KEPT = {BUILD_ENVS: "PEP 517 build environments (never pruned; remove to refresh)"}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _RECORD = "autoprune.json"  # in v1/: the last automatic look (ActionCache.auto_prune)
 
@@ -169,9 +172,12 @@ def _part(root: Path, folder: str) -> CachePart:
         counts = (("entries", sum(1 for f in files if is_entry(f))),)
     elif folder == SDIST_WHEELS:
         counts = (("wheels", sum(1 for f in files if f.path.suffix == ".whl")),)
+    elif folder == BUILD_ENVS:
+        made = {f.path.parent for f in files if f.path.name == "shipyard-pins.json"}
+        counts = (("environments", len(made)),)
     else:
         counts = (("files", len(files)),)
-    what = _PARTS.get(folder, "not shipyard's build cache")
+    what = _PARTS.get(folder) or _KEPT.get(folder, "not shipyard's build cache")
     return CachePart(folder, what, counts, size, folder in _PARTS)
 
 

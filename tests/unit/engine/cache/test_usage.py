@@ -3,6 +3,7 @@ the base blobs a build marks used (issue 18, item 8)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -36,6 +37,15 @@ def test_info_counts_every_part_and_the_total(
     assert parts["zipapps"].size == 50_000 and not parts["zipapps"].pruned
     assert found.managed == size(v1) + 75_000 == filled.cache.size()
     assert found.total == found.managed + 50_000
+    # A build environment is shipyard's but never pruned: counted whole, outside the limit.
+    env = tmp_path / "cache" / "build-envs" / ("a" * 40)
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_bytes(b"x" * 1000)
+    (env / "shipyard-pins.json").write_text("{}")
+    envs = {p.folder: p for p in filled.cache.usage().parts}["build-envs"]
+    assert dict(envs.counts) == {"environments": 1} and not envs.pruned
+    assert envs.what.startswith("PEP 517 build environments")
+    shutil.rmtree(tmp_path / "cache" / "build-envs")
 
     info = cache_info(tmp_path / "cache", {"SHIPYARD_CACHE_MAX_SIZE": "off"})
     assert info.usage == found and info.dir == tmp_path / "cache"
