@@ -153,8 +153,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")
     for add in (_add_build, _add_cache, _add_push, _add_release, _add_repository):
         add(sub)
-    from shipyard.cli import _promote, _sign, _test  # their own modules: argparse only until run
+    from shipyard.cli import _load, _promote, _sign, _test  # argparse only until run
 
+    _load.add_parser(sub, _common())
     _test.add_parser(sub, _common())
     _promote.add_parser(sub, _common())
     _sign.add_parsers(sub, _common())
