@@ -181,6 +181,7 @@ def _phases_of_builder(phases: Phases) -> Iterator[None]:
     swaps = [
         (image_builder, "load_base", "base"),
         (image_builder, "resolve_site", "resolve"),
+        (image_native, "base_libraries", "libraries"),
         (image_native, "check_native", "check"),
         (image_builder, "write_layers", "layers"),
         (image_builder, "write_images", "write"),
