@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from shipyard.oci import mediatypes
+from tests.integration._images import tarball
 from tests.integration.conftest import Services
 from tests.tiny import GREETING, VERSION, make_repo, shipyard
 
@@ -100,9 +101,9 @@ def test_bases_of_both_media_type_families_build_and_run(
     assert built.returncode == 0, built.stderr
     env = {"DOCKER_HOST": services.docker_host, "PATH": "/usr/local/bin:/usr/bin:/bin"}
     for name in binaries:
-        tarball = root / "dist" / "images" / f"{name}-{VERSION}-linux_amd64.tar"
+        archive = tarball(root / "dist", name, AMD64)
         tag = f"{name}:{VERSION}-linux_amd64"
-        loaded = _run("docker", "load", "--input", str(tarball), env=env)
+        loaded = _run("docker", "load", "--input", str(archive), env=env)
         assert loaded.returncode == 0, loaded.stderr
         try:
             ran = _run("docker", "run", "--rm", "--network", "none", tag, env=env)

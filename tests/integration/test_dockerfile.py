@@ -9,6 +9,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.integration._images import tarball
 from tests.integration._repo import copy_worktree, shipyard
 from tests.integration.conftest import Services
 
@@ -44,8 +45,7 @@ def test_dockerfile_image_has_both_platforms_and_runs_on_each(
     assert platforms == ["linux/amd64", "linux/arm64"]
     client = docker.DockerClient(base_url=services.docker_host)
     for arch, machine in (("amd64", "x86_64"), ("arm64", "aarch64")):
-        tarball = layout.parent / f"echo-docker-{version}-linux_{arch}.tar"
-        with tarball.open("rb") as handle:
+        with tarball(root / "dist", "echo-docker", f"linux/{arch}").open("rb") as handle:
             loaded = client.images.load(handle.read())
         assert len({i.id for i in loaded}) == 1, loaded  # one image, tagged twice
         image = loaded[0]

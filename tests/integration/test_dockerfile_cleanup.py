@@ -18,6 +18,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.integration._images import tarball
 from tests.integration._repo import shipyard
 from tests.integration.conftest import Services
 
@@ -106,8 +107,9 @@ def test_a_dockerfile_build_leaves_no_image_in_the_engine_and_its_layout_runs(
     # What the user reads back from the layout still runs, on each platform.
     layout = root / "dist" / "images" / binary
     for arch in ("amd64", "arm64"):
-        tarball = layout.parent / f"{binary}-1.0.0-linux_{arch}.tar"
-        (image, *_) = client.images.load(tarball.read_bytes())
+        archive = tarball(root / "dist", binary, f"linux/{arch}")
+        assert archive.parent == layout.parent
+        (image, *_) = client.images.load(archive.read_bytes())
         try:
             said = client.containers.run(
                 image, [], network_mode="none", remove=True, platform=f"linux/{arch}"

@@ -19,6 +19,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.integration._images import tarball
 from tests.integration._repo import shipyard
 from tests.integration.conftest import Services
 from tests.reliability import record
@@ -122,9 +123,10 @@ def test_a_dockerfile_at_the_repository_root_builds_without_dist_git_or_ignored_
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     layout = root / "dist" / "images" / BINARY
-    tarball = layout.parent / f"{BINARY}-1.2.3-linux_amd64.tar"
+    archive = tarball(root / "dist", BINARY, "linux/amd64")
+    assert archive.parent == layout.parent
     client = docker.DockerClient(base_url=services.docker_host)
-    (image, *_) = client.images.load(tarball.read_bytes())
+    (image, *_) = client.images.load(archive.read_bytes())
     said = client.containers.run(image, [], network_mode="none", remove=True)
     assert said.decode().strip() == "rootctx says hello"
     listing = client.containers.run(

@@ -27,6 +27,7 @@ from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Image, Platform
 from shipyard.stamp import Stamp
+from tests.integration._images import tarball
 from tests.integration.conftest import Services
 from tests.integration.test_images import OFFLINE, PLATFORMS, _run
 from tests.unit.builders.test_resolve import make_wheel
@@ -182,8 +183,8 @@ def loaded(built: tuple[Path, dict[str, Image]]) -> Iterator[list[str]]:
     try:
         for platform in PLATFORMS:
             suffix = platform.replace("/", "_")
-            tarball = dist / "images" / f"{BINARY}-{VERSION}-{suffix}.tar"
-            done = _run("docker", "load", "--input", str(tarball))
+            archive = tarball(dist, BINARY, platform)
+            done = _run("docker", "load", "--input", str(archive))
             assert done.returncode == 0, done.stderr
             tags += [f"{BINARY}:{TAG}-{suffix}", f"{BINARY}:{TAG}"]
         yield tags

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration._images import tarball
 from tests.integration.conftest import Services
 from tests.tiny import VERSION, make_repo, shipyard
 
@@ -143,8 +144,8 @@ def test_both_platform_tarballs_load_side_by_side(tmp_path: Path, services: Serv
     tags = {arch: f"{BINARY}:{VERSION}-{arch}" for arch in ("amd64", "arm64")}
     try:
         for arch, tag in tags.items():
-            tarball = root / "dist" / "images" / f"{BINARY}-{VERSION}-linux_{arch}.tar"
-            loaded = _run("docker", "load", "--input", str(tarball), env=env)
+            archive = tarball(root / "dist", BINARY, f"linux/{arch}")
+            loaded = _run("docker", "load", "--input", str(archive), env=env)
             assert loaded.returncode == 0, loaded.stderr
             assert f"Loaded image: {tag}" in loaded.stdout
         for arch, tag in tags.items():

@@ -28,6 +28,7 @@ from shipyard.oci.model import Platform, config_json
 from shipyard.oci.remote.registry import Registry
 from shipyard.stamp import Stamp
 from shipyard.workspace import load_workspace
+from tests.integration._images import tarball
 from tests.integration.conftest import Services
 
 pytestmark = pytest.mark.integration
@@ -137,8 +138,8 @@ def loaded(built: dict[str, tuple[Path, Outcome]]) -> Iterator[list[str]]:
         for name, (dist, _) in built.items():
             for platform in PLATFORMS:
                 suffix = platform.replace("/", "_")
-                tarball = dist / "images" / f"{name}-{VERSION}-{suffix}.tar"
-                done = _run("docker", "load", "--input", str(tarball))
+                archive = tarball(dist, name, platform)
+                done = _run("docker", "load", "--input", str(archive))
                 assert done.returncode == 0, done.stderr
                 assert f"{name}:{TAG}-{suffix}" in done.stdout
                 tags += [f"{name}:{TAG}-{suffix}", f"{name}:{TAG}"]

@@ -26,6 +26,7 @@ import pytest
 
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Platform
+from tests.integration._images import tarball
 from tests.integration.conftest import Services
 from tests.unit._workspaces import UV, Index
 
@@ -209,10 +210,8 @@ def test_libraries_and_the_locked_versions_ship(ws: Workspace) -> None:
 
 @pytest.mark.requires("base-layout", "docker", "qemu-aarch64")
 def test_the_images_run_on_both_platforms(ws: Workspace) -> None:
-    images = ws.root / "dist" / "images"
     for platform in PLATFORMS:
-        flat = platform.replace("/", "_")
-        (archive,) = images.glob(f"acme-tool-*-{flat}.tar")
+        archive = tarball(ws.root / "dist", "acme-tool", platform)
         loaded = subprocess.run(
             ["docker", "load", "-i", str(archive)], capture_output=True, text=True, check=True
         )

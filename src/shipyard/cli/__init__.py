@@ -16,6 +16,7 @@ from shipyard.cli import _promote, _sign, _test
 from shipyard.cli._args import manifest_of
 from shipyard.cli._build import affected_command, build_command, plan_command
 from shipyard.cli._cache import cache_command
+from shipyard.cli._load import load_command
 from shipyard.cli._parser import parse, parser
 from shipyard.cli._release import push_command, release_command
 from shipyard.cli._repository import check_command, clean_command, init_command, schema_command
@@ -42,6 +43,7 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace], int]] = {
     "build": build_command,
     "cache": cache_command,
     "push": push_command,
+    "load": load_command,
     "release": release_command,
     "affected": affected_command,
     "init": init_command,

@@ -150,6 +150,12 @@ def _plan(sub: _Sub[argparse.ArgumentParser]) -> None:
     sub.add_parser("plan", parents=[_common(), _selection()], help="print the action graph")
 
 
+def _add_load(sub: _Sub[argparse.ArgumentParser]) -> None:
+    from shipyard.cli import _load  # its own module: argparse only until run
+
+    _load.add_parser(sub, _common())
+
+
 def _add_test(sub: _Sub[argparse.ArgumentParser]) -> None:
     from shipyard.cli import _test  # its own module: argparse only until run
 
@@ -181,6 +187,7 @@ _ADDERS: dict[str, Callable[[_Sub[argparse.ArgumentParser]], None]] = {
     "init": _add_repository,
     "schema": _add_repository,
     "clean": _add_repository,
+    "load": _add_load,
     "test": _add_test,
     "promote": _add_promote,
     "keygen": _add_sign,

@@ -15,8 +15,12 @@ from shipyard.oci.basespec import FILE_KINDS, BaseSpec, parse_base
 
 __all__ = ["GZIP_LEVEL", "base_fingerprint"]
 
-# Part of the output's identity: changing it changes every layer digest.
-GZIP_LEVEL = 6
+# Part of the output's identity: changing it changes every layer digest shipyard writes
+# (base layers are never recompressed). 4, as for zipapps: on black's dependency layer
+# (8.2 MiB of files) 160 ms of CPU where 6 took 360 ms, for 4% more bytes (2.59 MiB
+# against 2.48); 1 saves 50 ms more for 14% more bytes, 9 takes 1.2 s for 1% less. Gzip,
+# not zstd: `docker load` and every registry read it.
+GZIP_LEVEL = 4
 
 
 def base_fingerprint(base: str | BaseSpec, root: Path) -> str:

@@ -34,6 +34,7 @@ from shipyard.oci.model import LAYER_GZIP, Descriptor, Layer, OCIError
 
 __all__ = [
     "GZIP_LEVEL",
+    "LAYER_FORMAT",
     "BlobStore",
     "Entry",
     "HashingWriter",
@@ -44,6 +45,9 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+# How `write_layer` lays out a tar: bump it when that changes, so no layer noted by an
+# earlier shipyard (`BlobStore.remember_made`) is reused.
+LAYER_FORMAT = "1"
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,41 @@ class BlobStore:
         note = self.path(layer.diff_id).with_suffix(".diff")
         doc = {"digest": layer.descriptor.digest, "size": layer.descriptor.size}
         atomic_write(note, json.dumps(doc).encode())
+
+    def recall_made(self, key: str) -> Layer | None:
+        """The layer `remember_made` noted under `key`, if its blob is still in the store.
+
+        The blob is touched (mtime), so a prune of the cache, which removes the least
+        recently used first, keeps a layer builds still reuse.
+        """
+        try:
+            doc = json.loads(self._made_note(key).read_text())
+            desc = Descriptor(LAYER_GZIP, doc["digest"], doc["size"])
+            diff_id = doc["diff_id"]
+            path = self.path(desc.digest)
+        except (OSError, ValueError, KeyError, TypeError, OCIError):
+            return None
+        try:
+            if path.stat().st_size != desc.size:
+                return None
+            os.utime(path)
+        except OSError:
+            return None
+        return Layer(desc, str(diff_id), path)
+
+    def remember_made(self, key: str, layer: Layer) -> None:
+        """Note that the layer written from what `key` names is `layer` (see `recall_made`).
+
+        `key` must name everything the layer's bytes depend on: its entries' paths,
+        kinds, modes and contents, the clock and how it was written (`LAYER_FORMAT`,
+        the compression level).
+        """
+        desc = layer.descriptor
+        doc = {"digest": desc.digest, "size": desc.size, "diff_id": layer.diff_id}
+        atomic_write(self._made_note(key), json.dumps(doc).encode())
+
+    def _made_note(self, key: str) -> Path:
+        return self.path("sha256:" + hashlib.sha256(key.encode()).hexdigest()).with_suffix(".layer")
 
     def commit(self, temporary: Path, digest: str) -> Path:
         """Rename a finished temporary file to its digest name (read-only from then on)."""

@@ -8,6 +8,7 @@ allows, and copied otherwise; JSON blobs are written from their canonical bytes.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -99,17 +100,30 @@ def index_blobs(index: Index) -> Blobs:
     return blobs
 
 
+# Why a hard link can fail where a copy works: another file system, a file system or
+# file that refuses links (protected_hardlinks for another user's file), too many links.
+_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES}
+
+
 def put_blob(target: Path, content: bytes | Path, digest: str) -> None:
-    """Place one blob at `target`: write bytes, or link (else copy) a file."""
+    """Place one blob at `target`: write bytes, or hard-link a file from where it is.
+
+    A file is copied only when the file system refuses the link (`_NO_LINK`): a
+    layout's layer blobs cost no bytes beside the store or base layout they come from.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(content, bytes):
         target.write_bytes(content)
         return
-    if not content.is_file():
-        raise OCIError(f"blob {digest} is missing: {content}")
     try:
         os.link(content, target)
-    except OSError:
+    except FileNotFoundError:
+        raise OCIError(f"blob {digest} is missing: {content}") from None
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        if not content.is_file():
+            raise OCIError(f"blob {digest} is missing: {content}") from None
         shutil.copyfile(content, target)
 
 

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,16 +157,18 @@ def _host_platform() -> str:
 def _smoke_images(ctx: ReleaseContext) -> None:
     """Run each image's smoke arguments in its host-platform image, when Docker is reachable.
 
-    The image is loaded from the build's `docker load` tarball (one per image
-    variant, named by its file) and run with no network, then removed from the
-    engine. Without a Docker engine the smoke runs are skipped, and each skip is
-    reported through `ctx.on_step` (a release needs no Docker engine).
+    The image (each variant) is loaded from a `docker load` tarball written from its
+    layout for the smoke run only (builds write none), run with no network, then
+    removed from the engine. Without a Docker engine the smoke runs are skipped, and
+    each skip is reported through `ctx.on_step` (a release needs no Docker engine).
     """
     host = _host_platform()
     wanted = [
         (artifact.binary, artifact)
-        for artifact in select(artifacts(ctx), kind="image-archive", platform=host)
+        for artifact in select(artifacts(ctx), kind="image")
         if ctx.binary(artifact.binary).smoke
+        and artifact.metadata.image is not None
+        and host in artifact.metadata.image.platforms
     ]
     if not wanted:
         return
@@ -181,21 +184,36 @@ def _smoke_images(ctx: ReleaseContext) -> None:
         return
     try:
         for name, artifact in wanted:
-            said = _smoke_image(client, artifact, list(ctx.binary(name).smoke), host)
-            ctx.on_step(f"image smoke {name} ({artifact.path.name}) on {host}: {said}")
+            with tempfile.TemporaryDirectory(prefix="shipyard-smoke-") as tmp:
+                tarball = _smoke_tarball(ctx, artifact, host, Path(tmp))
+                said = _smoke_image(client, name, tarball, list(ctx.binary(name).smoke), host)
+            ctx.on_step(f"image smoke {name} ({tarball.name}) on {host}: {said}")
     finally:
         client.close()
 
 
-def _smoke_image(client: DockerClient, artifact: Artifact, smoke: list[str], host: str) -> str:
-    """Load `artifact`'s `docker load` tarball, run `smoke` in it with no network and
-    remove what was loaded; the start of what it printed. BuildError when it fails."""
+def _smoke_tarball(ctx: ReleaseContext, artifact: Artifact, host: str, folder: Path) -> Path:
+    """The `docker load` tarball of the `image` artifact's image for `host`, in `folder`."""
+    from shipyard.builders.image.archives import archive_path, write_archive
+    from shipyard.builders.image.variants import variant_of
+
+    variant = variant_of(artifact)
+    name = archive_path(ctx.dist, artifact.binary, host, variant).name
+    tarball, _ = write_archive(ctx.dist, artifact.binary, host, variant=variant, dest=folder / name)
+    return tarball
+
+
+def _smoke_image(
+    client: DockerClient, binary: str, tarball: Path, smoke: list[str], host: str
+) -> str:
+    """Load `binary`'s `docker load` tarball `tarball`, run `smoke` in it with no network
+    and remove what was loaded; the start of what it printed. BuildError when it fails."""
     from docker.errors import ContainerError, DockerException
 
-    what = f"image smoke {artifact.binary} ({artifact.path.name})"
+    what = f"image smoke {binary} ({tarball.name})"
     image = None
     try:
-        with artifact.path.open("rb") as handle:
+        with tarball.open("rb") as handle:
             (image, *_) = client.images.load(handle)
         output = client.containers.run(
             image, smoke, network_mode="none", platform=host, remove=True, stdout=True, stderr=True
@@ -203,7 +221,7 @@ def _smoke_image(client: DockerClient, artifact: Artifact, smoke: list[str], hos
     except ContainerError as exc:
         raw: object = exc.stderr or b""
         text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
-        loaded = str(image.id) if image is not None else artifact.path.name
+        loaded = str(image.id) if image is not None else tarball.name
         raise BuildError(
             what,
             f"exit {exc.exit_status} in {host}: {text.strip()[-400:]}",

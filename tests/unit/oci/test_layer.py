@@ -167,3 +167,20 @@ def test_gzip_tarballs_are_stored_unchanged(tmp_path: Path) -> None:
         layer_from_tarball(
             io.BytesIO(packed), BlobStore(tmp_path / "t"), diff_id="sha256:" + "0" * 64
         )
+
+
+def test_a_noted_layer_is_recalled_while_its_blob_is_in_the_store(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "store")
+    assert store.recall_made("key") is None
+    made = write_layer([Entry("a", data=b"x")], store, 0)
+    store.remember_made("key", made)
+    assert store.recall_made("key") == made
+    assert store.recall_made("other key") is None
+    os.utime(made.path, (0, 0))
+    store.recall_made("key")
+    assert made.path.stat().st_mtime > 0, "a recalled blob counts as used (LRU prune)"
+    os.chmod(made.path, 0o644)
+    made.path.write_bytes(b"truncated")
+    assert store.recall_made("key") is None, "a blob of another size is not the layer"
+    made.path.unlink()
+    assert store.recall_made("key") is None

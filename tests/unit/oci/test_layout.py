@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -11,10 +13,11 @@ import pytest
 
 from shipyard.oci.archive import read_docker_archive, write_docker_archive
 from shipyard.oci.layer import BlobStore, Entry, write_layer
-from shipyard.oci.layout import read_layout, write_layout
+from shipyard.oci.layout import put_blob, read_layout, write_layout
 from shipyard.oci.model import (
     Config,
     Image,
+    OCIError,
     Platform,
     append_layer,
     config_json,
@@ -113,3 +116,43 @@ def test_a_layout_without_the_platform_finds_nothing(tmp_path: Path) -> None:
     assert read_layout(tmp_path / "out", [ARM64]) == {}
     with pytest.raises(Exception, match="not an OCI image layout"):
         read_layout(tmp_path / "missing", [AMD64])
+
+
+def test_a_blob_file_is_hard_linked_not_copied(tmp_path: Path) -> None:
+    source = tmp_path / "store" / "blob"
+    source.parent.mkdir()
+    source.write_bytes(b"layer")
+    put_blob(tmp_path / "layout" / "blob", source, "sha256:" + "a" * 64)
+    assert (tmp_path / "layout" / "blob").stat().st_ino == source.stat().st_ino
+
+
+@pytest.mark.parametrize("code", [errno.EXDEV, errno.EPERM])
+def test_a_blob_is_copied_only_when_the_file_system_refuses_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    source = tmp_path / "blob"
+    source.write_bytes(b"layer")
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "link", refuse)
+    put_blob(tmp_path / "layout" / "blob", source, "sha256:" + "a" * 64)
+    copied = tmp_path / "layout" / "blob"
+    assert copied.read_bytes() == b"layer"
+    assert copied.stat().st_ino != source.stat().st_ino
+
+
+def test_a_missing_blob_or_another_link_error_is_not_copied_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(OCIError, match="is missing"):
+        put_blob(tmp_path / "layout" / "blob", tmp_path / "nothing", "sha256:" + "a" * 64)
+    (tmp_path / "blob").write_bytes(b"layer")
+
+    def full(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    with pytest.raises(OSError, match="No space"):
+        put_blob(tmp_path / "layout" / "other", tmp_path / "blob", "sha256:" + "b" * 64)

@@ -27,7 +27,8 @@ build of every platform would make (`kept`). The kept manifests are part of the
 action's key. Anything else (another version, an edited source, an image from an
 older shipyard) is not kept: the index then holds the subset only, and `push`
 refuses it until every declared platform is built (or `--allow-partial` is passed).
-Each platform's `docker load` tarball carries tags of its own (`outputs`).
+The build writes the OCI layout only; a platform's `docker load` tarball (tags of
+its own) is written from it on request (`archives`, `shipyard load`).
 
 `image.variants` (`variants.py`) are built in the same action from the same
 resolved sites and the same layer blobs: only the base and the config differ.
@@ -119,7 +120,7 @@ def _own_wheel(action: Action, wheels: Sequence[Artifact]) -> tuple[Artifact, li
 
 
 class ImageBuilder:
-    """Builds a binary's multi-arch image: an OCI layout plus a docker-archive per platform."""
+    """Builds a binary's multi-arch image: an OCI layout (tarballs on request: `archives`)."""
 
     kind = "image"
 
@@ -136,7 +137,7 @@ class ImageBuilder:
     def build(
         self, action: Action, ctx: BuildContext, deps: tuple[Artifact, ...], key: ActionKey
     ) -> tuple[Artifact, ...]:
-        """Resolve, assemble and write dist/images/<binary>/ and one tarball per platform."""
+        """Resolve, assemble and write dist/images/<binary>/ (an OCI layout)."""
         settings = image_settings(action)
         ctx.logs.mkdir(parents=True, exist_ok=True)
         log = action_log(ctx.dist, self.kind, action.binaries)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from shipyard._fs import sha256_file
 from shipyard.engine.context import BuildContext, map_parts
-from shipyard.oci.layer import BlobStore, Entry, scan_tree, write_layer
+from shipyard.oci.layer import LAYER_FORMAT, BlobStore, Entry, scan_tree, write_layer
 from shipyard.oci.model import Layer
 from shipyard.stamp import ZIP_EPOCH
 
@@ -40,6 +40,7 @@ __all__ = [
     "Layered",
     "Roles",
     "entry_script",
+    "made_layer",
     "normal_name",
     "split_site",
     "write_layers",
@@ -97,16 +98,16 @@ def split_site(site: Path, distribution: str) -> frozenset[str]:
     return frozenset(path for path, (name, _) in _records(site).items() if name == wanted)
 
 
-def _tree_key(entries: Sequence[Entry], recorded: Mapping[str, str]) -> str:
-    """What makes two sites' layers equal: paths, kinds, x bits and contents.
+def _tree_key(entries: Sequence[Entry]) -> str:
+    """What makes two layers' entries equal: paths, kinds, x bits and contents.
 
-    A file's content is known by the hash its RECORD gives, read only when there is none.
+    Every file is hashed as it is on disk (a RECORD's hashes are the wheel's claim, not
+    a check), since the key also names a layer reused by later builds (`write_layers`).
     """
     digest = hashlib.sha256()
     for e in entries:
         content = (
             e.link
-            or recorded.get(e.path)
             or (sha256_file(e.source) if e.source else "")
             or (hashlib.sha256(e.data).hexdigest() if e.data is not None else "")
         )
@@ -149,7 +150,6 @@ def _split(site: Path, roles: Roles, epoch: int, version: str) -> list[tuple[str
     RECORD lists goes with the third-party dependencies.
     """
     records = _records(site)
-    hashes = {p: h for p, (_, h) in records.items() if h}
     groups: dict[str, list[Entry]] = {"deps": [], "libs": [], "app": []}
     for entry in scan_tree(site):
         owner = records.get(entry.path, ("", ""))[0]
@@ -169,10 +169,24 @@ def _split(site: Path, roles: Roles, epoch: int, version: str) -> list[tuple[str
     for role, prefix, when, created_by, extra in plan:
         if not groups[role] and not extra:
             continue
-        key = f"{prefix}\0{when}\0{_tree_key(groups[role], hashes)}\0{_tree_key(extra, {})}"
+        key = f"{prefix}\0{when}\0{_tree_key(groups[role])}\0{_tree_key(extra)}"
         entries = tuple(dataclasses.replace(e, path=f"{prefix[1:]}/{e.path}") for e in groups[role])
         parts.append((created_by, _Part((*entries, *extra), when, key)))
     return parts
+
+
+def made_layer(
+    entries: Sequence[Entry], key: str, store: BlobStore, epoch: int, level: int
+) -> Layer:
+    """The layer of `entries` (which `key` names, `_tree_key`), from `store` when a build
+    made it before with the same clock and settings, else written there and noted."""
+    noted = f"{LAYER_FORMAT}\0gzip-{level}\0{epoch}\0{key}"
+    known = store.recall_made(noted)
+    if known is not None:
+        return known
+    made = write_layer(entries, store, epoch, level=level)
+    store.remember_made(noted, made)
+    return made
 
 
 Layered = dict[str, list[tuple[str, Layer]]]  # platform -> (history line, layer), lowest first
@@ -187,14 +201,18 @@ def write_layers(
 ) -> Layered:
     """shipyard's layers of each platform; layers equal between platforms written once.
 
-    Every variant of the image gets these very layers: only its base and config differ.
+    A layer made before from the same entries (paths, kinds, x bits, contents), clock
+    and settings is taken from `store` as it is, not written again (`made_layer`): the
+    dependencies layer of a locked set is tarred and compressed once per cache, whatever
+    binary or build needs it. Every variant of the image gets these very layers: only
+    its base and config differ.
     """
     stamp = ctx.stamp
     plans = {p: _split(site, roles, stamp.epoch, stamp.version) for p, site in sites.items()}
     unique = {part.key: part for plan in plans.values() for _, part in plan}
 
     def layer(part: _Part) -> Layer:
-        return write_layer(part.entries, store, part.epoch, level=level)
+        return made_layer(part.entries, part.key, store, part.epoch, level)
 
     made = dict(zip(unique, map_parts(ctx, layer, list(unique.values())), strict=True))
     return {

@@ -1,10 +1,12 @@
-"""An image's outputs: its OCI layout in dist/images/<binary>/ and one tarball per platform.
+"""An image's outputs: its OCI layout in dist/images/<binary>/.
 
 The layout's index.json is the `image` artifact (the index digest, the per-platform
 manifests and what each platform installed), the layout's other files are
-`image-layout` artifacts and each platform's `docker load` tarball an
-`image-archive` one, with tags of its own (`archive_tags`). Each variant of the
-image is a layout of its own in `variants/<name>/` of that folder.
+`image-layout` artifacts. Each variant of the image is a layout of its own in
+`variants/<name>/` of that folder. Layer blobs are linked from where they already
+are (the blob store, a base layout), never copied when the file system allows a
+link. `docker load` tarballs, which copy every blob, are written only on request,
+from the layout (`archives`).
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ from shipyard._fs import sha256_file
 from shipyard.artifacts import ANY, Artifact, ImageIndex, Installed, Metadata, PlatformManifest
 from shipyard.builders.image.assembly import BASE_ANNOTATIONS
 from shipyard.builders.image.variants import DEFAULT, VARIANTS_DIR, variant_layout
-from shipyard.dist import image_archive, image_layout, temp_prefix
-from shipyard.engine.context import BuildContext, map_parts
-from shipyard.oci.archive import archive_tags, write_docker_archive
+from shipyard.dist import image_layout, temp_prefix
+from shipyard.engine.context import BuildContext
 from shipyard.oci.layout import replace_dir, write_layout
 from shipyard.oci.model import Descriptor, Image, Index, make_index, manifest_descriptor
 
@@ -42,21 +43,20 @@ def write_images(
     variants: Mapping[str, VariantImages] | None = None,
     variant_installed: Mapping[str, tuple[Installed, ...]] | None = None,
 ) -> tuple[Artifact, ...]:
-    """Write the index of `images` as dist/images/<binary>/ and one tarball per platform.
+    """Write the index of `images` as dist/images/<binary>/.
 
-    The index also lists `kept`, other platforms' images already in the layout
-    (no tarball is written for them). `notes` go on the layout's index.json entry,
+    The index also lists `kept`, other platforms' images already in the layout.
+    `notes` go on the layout's index.json entry,
     not into the index: what the local copy was built from is never pushed. The
     layout's index.json is the `image` artifact, with the index digest, the
     per-platform manifests and `installed` (None: not known) as its metadata; the
-    layout's other files are `image-layout` artifacts, the tarballs `image-archive`
-    ones (tagged `archive_tags`, distinct per platform).
+    layout's other files are `image-layout` artifacts.
 
     Each of `variants` is written the same way into `variants/<name>/` of that
-    folder, its tarballs named and tagged with the version suffixed `-<name>`; a
-    variant that is the default gets the default's index and no tarballs of its
-    own. The folder with every variant is built aside and renamed into place at
-    once (the kept images' blobs are read from the folder it replaces). The
+    folder, tagged with the version suffixed `-<name>`; a variant that is the
+    default gets the default's index. The folder with every variant is built aside
+    and renamed into place at once (the kept images' blobs are read from the folder
+    it replaces). The
     default's artifacts come first. A variant resolved for another Python has its
     own `variant_installed` (by name); the others share `installed`.
     """
@@ -65,20 +65,11 @@ def write_images(
     layout = image_layout(ctx.dist, binary)
     tops = _write_layouts(layout, binary, ctx.stamp.tag, every, notes)
     outputs: list[Artifact] = []
-    jobs: list[tuple[str, str]] = []  # (variant, platform) of each tarball
-    for name, (their, _, same) in sorted(every.items()):
+    for name in sorted(every):
         top, index = tops[name]
         outputs += _layout_artifacts(
             binary, variant_layout(layout, name), top, index, mine_of.get(name, installed)
         )
-        jobs += [] if same else [(name, platform) for platform in their]
-
-    def archive(job: tuple[str, str]) -> Artifact:
-        name, platform = job
-        image = every[name][0][platform]
-        return _tarball(binary, ctx, name, platform, image, mine_of.get(name, installed))
-
-    outputs.extend(map_parts(ctx, archive, jobs))
     return tuple(outputs)
 
 
@@ -107,30 +98,6 @@ def _write_layouts(
     finally:
         shutil.rmtree(aside, ignore_errors=True)
     return tops
-
-
-def _tarball(
-    binary: str,
-    ctx: BuildContext,
-    variant: str,
-    platform: str,
-    image: Image,
-    installed: tuple[Installed, ...] | None,
-) -> Artifact:
-    """The docker-load tarball of `variant`'s image for `platform`, as an artifact."""
-    tarball = image_archive(ctx.dist, binary, ctx.stamp.version + _suffix(variant), platform)
-    tags = archive_tags(binary, ctx.stamp.tag + _suffix(variant), platform)
-    sha256 = write_docker_archive(tarball, image, tags, ctx.stamp.epoch)
-    mine = tuple(i for i in installed or () if i.platform == platform)
-    return Artifact(
-        "image-archive",
-        binary,
-        platform,
-        tarball,
-        sha256,
-        tarball.stat().st_size,
-        Metadata(installed=mine if installed is not None else None),
-    )
 
 
 def _suffix(variant: str) -> str:

@@ -21,7 +21,7 @@ variant name can collide with another binary's folder (a binary `mesh` with a
 variant `agent` next to a binary `mesh-agent`). Readers of the default layout
 look only at its index.json and blobs/, so the extra folder is invisible to
 them. Tags are the image's tags suffixed `-<name>` (`1.4.0-debug`,
-`latest-distroless`), docker-archive tarballs
+`latest-distroless`), docker-archive tarballs (written on request, `archives`)
 `dist/images/<binary>-<version>-<name>-<os>_<arch>.tar`.
 """
 

@@ -17,6 +17,7 @@ import pytest
 
 from shipyard.builders.distributions import Distribution
 from shipyard.builders.image import ImageBuilder
+from shipyard.builders.image.archives import write_archive
 from shipyard.builders.resolve import Locked, Resolution
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
@@ -153,9 +154,8 @@ def test_each_platform_gets_base_deps_and_app_layers_and_the_config(repo: Path) 
     assert sorted(resolver.calls) == sorted(PLATFORMS)
     paths = {a.path.relative_to(repo).as_posix() for a in outcome.outputs}
     assert {"dist/images/app/index.json", "dist/images/app/oci-layout"} <= paths
-    assert {"dist/images/app-1.2.3-linux_amd64.tar", "dist/images/app-1.2.3-linux_arm64.tar"} <= (
-        paths
-    )
+    assert not any(p.endswith(".tar") for p in paths), "tarballs only on request"
+    assert not list((repo / "dist" / "images").glob("*.tar"))
     found = read_layout(repo / "dist" / "images" / "app", [Platform.parse(p) for p in PLATFORMS])
     for platform, (image, _) in found.items():
         _, deps, app = image.layers
@@ -264,7 +264,9 @@ def test_the_key_follows_settings_and_base_but_not_the_output_folder(repo: Path)
 
 def test_docker_archives_name_their_tags(repo: Path) -> None:
     wrapped(ImageBuilder(StandIn())).run(_action(repo), _ctx(repo), _deps(repo))
-    with tarfile.open(repo / "dist" / "images" / "app-1.2.3-linux_arm64.tar") as tar:
+    tarball, _ = write_archive(repo / "dist", "app", "linux/arm64")
+    assert tarball == repo / "dist" / "images" / "app-1.2.3-linux_arm64.tar"
+    with tarfile.open(tarball) as tar:
         handle = tar.extractfile("manifest.json")
         assert handle is not None
         manifest = json.load(io.BytesIO(handle.read()))

@@ -12,12 +12,14 @@ import hashlib
 import subprocess
 import sys
 import tarfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from shipyard.artifacts import Distribution, Metadata
 from shipyard.builders.image import ImageBuilder
+from shipyard.builders.image import layers as layers_module
 from shipyard.builders.image.layers import (
     DEPS_SITE,
     LIBS_SITE,
@@ -31,6 +33,7 @@ from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
 from shipyard.errors import BuildError
 from shipyard.manifest import Image as ImageSettings
+from shipyard.oci.layer import BlobStore, Entry, write_layer
 from shipyard.oci.layout import read_layout
 from shipyard.oci.model import Image, Layer, Platform
 from shipyard.process import uv_binary
@@ -336,3 +339,49 @@ def test_split_site_reads_record_including_quoted_names(tmp_path: Path) -> None:
         "my_app/a,b.py",
         "My.App-1.0.dist-info/RECORD",
     }
+
+
+def test_a_second_binary_with_the_same_set_reuses_the_layer_without_writing_it(
+    repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = _lib(repo)
+    one = _build(repo, _action(repo), repo.ctx("one"), _app(repo), lib)
+    written: list[int] = []
+
+    def counting(entries: Sequence[Entry], store: BlobStore, epoch: int, *, level: int) -> Layer:
+        written.append(1)
+        return write_layer(entries, store, epoch, level=level)
+
+    monkeypatch.setattr(layers_module, "write_layer", counting)
+    other = _action(repo, "other", "acme-other", id="image:other")
+    two = _build(
+        repo, other, repo.ctx("two", "4.5.6", EPOCH + 86400), _app(repo, "acme-other"), lib
+    )
+    assert len(written) == 1, "only the other binary's own layer is written (once: pure)"
+    for platform in PLATFORMS:
+        assert _digests(one[platform])[1:3] == _digests(two[platform])[1:3]
+        deps = two[platform].layers[1]
+        # In the layout, the reused blob is the store's file, linked, not a copy.
+        assert deps.path.stat().st_nlink >= 2
+        stored = repo.root / "c" / "oci" / "sha256" / deps.descriptor.digest[7:]
+        assert deps.path.stat().st_ino == stored.stat().st_ino
+
+
+def test_a_reused_layer_whose_blob_was_pruned_is_written_again(repo: Repo) -> None:
+    lib = _lib(repo)
+    first = _build(repo, _action(repo), repo.ctx("one"), _app(repo), lib)
+    deps = first[PLATFORMS[0]].layers[1].descriptor.digest
+    (repo.root / "c" / "oci" / "sha256" / deps[7:]).unlink()
+    again = _build(repo, _action(repo), repo.ctx("two"), _app(repo), lib)
+    assert _digests(again[PLATFORMS[0]]) == _digests(first[PLATFORMS[0]])
+    assert (repo.root / "c" / "oci" / "sha256" / deps[7:]).is_file()
+
+
+def test_another_gzip_level_makes_the_layer_again(repo: Repo) -> None:
+    lib = _lib(repo)
+    one = _build(repo, _action(repo), repo.ctx("one"), _app(repo), lib)
+    wrapped(ImageBuilder(level=1)).run(_action(repo), repo.ctx("two"), (_app(repo), lib))
+    two = _images(repo.ctx("two"))
+    for platform in PLATFORMS:
+        assert _digests(one[platform])[1] != _digests(two[platform])[1]
+        assert one[platform].layers[1].diff_id == two[platform].layers[1].diff_id

@@ -16,6 +16,7 @@ import pytest
 
 from shipyard.artifacts import Artifact, select
 from shipyard.builders.image import ImageBuilder
+from shipyard.builders.image.archives import write_archive
 from shipyard.builders.image.dockerfile import DockerfileBuilder
 from shipyard.builders.image.variants import (
     DEFAULT,
@@ -247,8 +248,13 @@ def test_variants_share_the_app_layers_and_differ_only_in_base_and_config(repo: 
     listed = [a.path for a in outputs if a.kind in ("image", "image-layout")]
     assert len(listed) == len(set(listed))
     assert set(listed) == {p for p in layout.rglob("*") if p.is_file()}
-    # Tarballs for the variants that differ, tagged with the suffixed version.
-    archives = {a.path.name for a in select(outputs, kind="image-archive")}
+    # Tarballs on request, named and tagged with the variant's suffixed version.
+    assert not select(outputs, kind="image-archive")
+    archives = {
+        write_archive(repo / "dist", "app", f"linux/{arch}", variant=v)[0].name
+        for v in ("", "debug", "distroless")
+        for arch in ("amd64", "arm64")
+    }
     assert archives == {
         f"app-1.2.3{v}-linux_{arch}.tar"
         for v in ("", "-debug", "-distroless")
