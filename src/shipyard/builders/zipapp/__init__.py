@@ -20,15 +20,17 @@ the 10 applications of the compatibility corpus.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard import __version__
-from shipyard._fs import sha256_file
 from shipyard.artifacts import ANY, Artifact, Installed, Metadata
 from shipyard.builders.kinds import check_entrypoint, own_wheels, stamp_inputs, wheel_digests
 from shipyard.builders.locks import lock_inputs, requirements_for
@@ -197,7 +199,11 @@ class ZipappBuilder:
         # Written next to the output (tmp is in dist/), made executable, then renamed:
         # the .pyz appears whole, with its final mode, or not at all.
         temp = tmp / target.name
-        write_archive(temp, opts.shebang, entries, ctx.stamp.epoch, compress=opts.compress)
+        epoch = ctx.stamp.epoch
+        with _threads(ctx) as threads, _removing(resolution.site, tmp):
+            digest = write_archive(
+                temp, opts.shebang, entries, epoch, compress=opts.compress, threads=threads
+            )
         temp.chmod(0o755)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(temp, target)
@@ -209,10 +215,40 @@ class ZipappBuilder:
             binary,
             str(info["platform"]),
             target,
-            sha256_file(target),
+            digest,
             target.stat().st_size,
             Metadata(installed=tuple(installed.values())),
         )
+
+
+@contextmanager
+def _threads(ctx: BuildContext) -> Iterator[int]:
+    """How many threads may deflate an archive's entries: the action's own slot and the
+    idle ones (zlib releases the GIL), at most one per core."""
+    spare = (os.cpu_count() or 1) - 1
+    if ctx.slots is None:
+        yield 1 + spare
+        return
+    with ctx.slots.borrow(spare) as extra:
+        yield 1 + extra
+
+
+@contextmanager
+def _removing(site: Path, tmp: Path) -> Iterator[None]:
+    """Remove `site`, a folder of the build's `tmp`, in the background for the length
+    of the block, done at its end.
+
+    Its files are read by then (`layout`), and removing a site of a thousand files
+    can take as long as deflating them: this runs while the archive is written."""
+    if not site.is_relative_to(tmp):
+        yield
+        return
+    remover = threading.Thread(target=shutil.rmtree, args=(site,), kwargs={"ignore_errors": True})
+    remover.start()
+    try:
+        yield
+    finally:
+        remover.join()
 
 
 def _resolve(

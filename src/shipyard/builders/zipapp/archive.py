@@ -18,7 +18,6 @@ import sys
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache
 from importlib.util import MAGIC_NUMBER, source_hash
 from pathlib import Path
@@ -33,6 +32,7 @@ from shipyard.builders.zipapp._boot.layout import (
     SITE,
     SOURCE,
 )
+from shipyard.builders.zipapp.writer import Entry, write_zip
 from shipyard.errors import ShipyardError
 from shipyard.stamp import ZIP_EPOCH
 
@@ -75,38 +75,31 @@ def zipapp_info(zipapp: Path) -> dict[str, object]:
     return info
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One file of an archive: its name inside, its bytes and its mode (0644 or 0755)."""
-
-    name: str
-    data: bytes
-    mode: int = 0o644
-
-
 def write_archive(
-    target: Path, shebang: str, entries: Sequence[Entry], epoch: int, *, compress: bool
-) -> None:
-    """Write a shebang line, then a zip of `entries` in name order.
+    target: Path,
+    shebang: str,
+    entries: Sequence[Entry],
+    epoch: int,
+    *,
+    compress: bool,
+    threads: int = 1,
+) -> str:
+    """Write a shebang line, then a zip of `entries` in name order; the file's sha256.
 
     Every entry gets the same time (`epoch`, clamped to 1980) and a normalised mode,
-    so the bytes depend only on the names, contents and options.
+    so the bytes depend only on the names, contents and options, not on `threads`,
+    how many threads deflate the entries at once.
     """
     clock = time.gmtime(max(epoch, ZIP_EPOCH))
     stamp = (clock.tm_year, clock.tm_mon, clock.tm_mday, clock.tm_hour, clock.tm_min, clock.tm_sec)
     files = {e.name: e for e in entries}
-    import zipfile  # here: a no-op build never writes an archive
-
     # No folder entries: the bootstrap makes the folders of the files it unpacks.
+    members = [files[name] for name in sorted(files)]
+    shebang_line = b"#!" + shebang.removeprefix("#!").strip().encode() + b"\n"
     with target.open("wb") as handle:
-        handle.write(b"#!" + shebang.removeprefix("#!").strip().encode() + b"\n")
-        with zipfile.ZipFile(handle, "w") as archive:
-            for name in sorted(files):
-                info = zipfile.ZipInfo(name, date_time=stamp)
-                info.create_system = 3  # unix, so the mode bits are honoured
-                info.external_attr = (0o100000 | files[name].mode) << 16
-                info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-                archive.writestr(info, files[name].data, compresslevel=_LEVEL if compress else None)
+        return write_zip(
+            handle, shebang_line, members, stamp, _LEVEL if compress else None, threads
+        )
 
 
 def _site_files(site: Path) -> dict[str, Path]:

@@ -10,19 +10,23 @@ import json
 import os
 import subprocess
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
+from shipyard.builders import zipapp
 from shipyard.builders.zipapp import (
     ZipappBuilder,
     ZipappOptions,
     options_for,
+    write_archive,
 )
 from shipyard.builders.zipapp import _boot as boot
 from shipyard.builders.zipapp._boot.layout import BUILD_INFO
+from shipyard.engine.context import Slots
 from shipyard.engine.plan import Action
 from shipyard.engine.run import wrapped
 from shipyard.engine.scheduler import Artifact, BuildContext
@@ -177,3 +181,47 @@ def test_the_key_follows_the_lock_file_bytes_not_its_path(tmp_path: Path) -> Non
     assert key("a/lock.txt") == key(str(tmp_path / "b" / "lock.txt"))
     (tmp_path / "b" / "lock.txt").write_text("helper==2.1 --hash=sha256:" + "1" * 64)
     assert key("a/lock.txt") != key("b/lock.txt")
+
+
+def test_idle_job_slots_deflate_the_archive_and_its_bytes_do_not_depend_on_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, wheel = _ctx(tmp_path), _wheel(tmp_path, "helper")
+    builder = ZipappBuilder(lambda action: ZipappOptions("app:main"))
+    asked: list[int] = []
+
+    def writing(*args: Any, threads: int, **kwargs: Any) -> str:
+        asked.append(threads)
+        return write_archive(*args, threads=threads, **kwargs)
+
+    monkeypatch.setattr(zipapp, "write_archive", writing)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    made = []
+    for total in (1, 3, 20):
+        slots = Slots(total)
+        assert slots.take()  # the action's own slot, as the scheduler holds it
+        (artifact,) = (
+            wrapped(builder)
+            .run(_action("linux/amd64"), replace(ctx, slots=slots), (wheel,))
+            .outputs
+        )
+        assert not slots.lent  # the borrowed slots are given back
+        made.append(artifact.path.read_bytes())
+        assert artifact.sha256 == hashlib.sha256(made[-1]).hexdigest()
+    assert asked == [1, 3, 8]  # its own slot and the idle ones, at most one per core
+    assert made[0] == made[1] == made[2]
+
+
+def test_the_site_is_removed_while_the_archive_is_written_only_from_the_build_folder(
+    tmp_path: Path,
+) -> None:
+    build, elsewhere = tmp_path / "build", tmp_path / "elsewhere"
+    for site in (build / "linux_amd64", elsewhere):
+        (site / "pkg").mkdir(parents=True)
+        (site / "pkg" / "mod.py").write_text("")
+    with zipapp._removing(build / "linux_amd64", build):
+        pass
+    assert not (build / "linux_amd64").exists()
+    with zipapp._removing(elsewhere, build):
+        pass
+    assert (elsewhere / "pkg" / "mod.py").is_file()
