@@ -45,6 +45,10 @@ class Stamp:
     # The tracked paths with changes, when this stamp was read from the work tree
     # (`read_stamp`): `engine.stamps.input_stamps` reuses them instead of asking again.
     changed: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    # With `version: git`: (tag prefix, git describe's output or None, commit count) of
+    # the revision, so `engine.stamps.input_stamps` knows when no tag can describe any
+    # commit before it and asks git nothing more about tags.
+    described: tuple[str, str | None, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def created(self) -> str:
@@ -196,11 +200,15 @@ def read_stamp(
     revision = head[0] if len(head) == 2 else None
     changed = _changed_paths(raw[1])
     dirty = bool(changed)  # anywhere in the repository: the version is the repository's
+    described: tuple[str, str | None, int] | None = None
     if not from_git:
         version = _validate(chosen, source) if check else chosen
     else:
-        described = (asked[3], int(asked[4] or "0"))
-        version = _described_version(revision, described, dirty, tag_prefix, snapshot, source)
+        if asked[4] is not None:  # HEAD's count (and its describe) known for certain
+            described = (tag_prefix, asked[3], int(asked[4]))
+        version = _described_version(
+            revision, (asked[3], int(asked[4] or "0")), dirty, tag_prefix, snapshot, source
+        )
     epoch = _epoch(env, int(head[1]) if len(head) == 2 else ZIP_EPOCH)
     return Stamp(
         version=version,
@@ -208,6 +216,7 @@ def read_stamp(
         dirty=dirty,
         epoch=max(epoch, ZIP_EPOCH),
         changed=None if changed is None else tuple(_below(changed, raw[2])),
+        described=described,
     )
 
 

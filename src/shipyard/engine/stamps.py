@@ -54,16 +54,22 @@ def input_stamps(
     whose inputs did not change keeps its stamp, its keys and its cache hits
     across commits. A group git knows no commit for takes `build`.
 
-    With `memo` (a file), each group's last commit is remembered for the current
-    HEAD (history under one HEAD never changes), so a no-op build asks git only
-    for the working tree's changes and one `describe`.
+    With `memo` (a file), each group's last commit and each commit's count are
+    remembered for the current HEAD (history under one HEAD never changes), so a no-op
+    build asks git only for the working tree's changes and at most one `describe`.
     """
     if not groups or build.revision is None:
         return {name: build for name in groups}
     changed = list(build.changed) if build.changed is not None else work_tree_changes(root)
-    last = _last_commit_of(root, groups, build.revision, memo)
+    remembered = _Memo.load(memo, build.revision)
+    last = _last_commit_of(root, groups, remembered)
     wanted = sorted({(groups[n].tag_prefix, last[n][0]) for n in last})
-    described = _describe(root, wanted) if versioned else dict.fromkeys(wanted, (None, 0))
+    described = (
+        _describe(root, wanted, build, remembered.counts)
+        if versioned
+        else dict.fromkeys(wanted, (None, 0))
+    )
+    remembered.save()
     raw_epoch = env.get("SOURCE_DATE_EPOCH")
     stamps: dict[str, Stamp] = {}
     for name in sorted(groups):
@@ -84,13 +90,59 @@ def input_stamps(
     return stamps
 
 
+@dataclasses.dataclass
+class _Memo:
+    """What one HEAD's history said: each group's last commit and its time (by the
+    group's pathspec key) and commits' counts, kept in a file (none: nothing kept)."""
+
+    path: Path | None
+    head: str
+    last: dict[str, tuple[str, int]]
+    counts: dict[str, int]
+    _saved: tuple[int, int] = dataclasses.field(default=(0, 0), init=False)
+
+    @classmethod
+    def load(cls, path: Path | None, head: str) -> _Memo:
+        """The memo at `path` for `head` (empty for another HEAD or an unreadable file)."""
+        memo = cls(path, head, {}, {})
+        if path is None:
+            return memo
+        try:
+            data = json.loads(path.read_bytes())
+            if data.get("head") != head:
+                return memo
+            memo.last = {
+                str(k): (str(v[0]), int(v[1]))
+                for k, v in data["last"].items()
+                if isinstance(v, list) and len(v) == 2
+            }
+            memo.counts = {str(k): int(v) for k, v in data.get("counts", {}).items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            memo.last, memo.counts = {}, {}
+        memo._saved = (len(memo.last), len(memo.counts))
+        return memo
+
+    def save(self) -> None:
+        """Write the memo when it learnt something since it was read."""
+        if self.path is None or self._saved == (len(self.last), len(self.counts)):
+            return
+        data = {
+            "head": self.head,
+            "last": {k: list(v) for k, v in sorted(self.last.items())},
+            "counts": dict(sorted(self.counts.items())),
+        }
+        with contextlib.suppress(OSError):  # a memo that cannot be written costs a git run
+            atomic_write(self.path, json.dumps(data).encode(), durable=False)
+        self._saved = (len(self.last), len(self.counts))
+
+
 def _last_commit_of(
-    root: Path, groups: Mapping[str, Inputs], head: str, memo: Path | None
+    root: Path, groups: Mapping[str, Inputs], memo: _Memo
 ) -> dict[str, tuple[str, int]]:
     """Each group's last commit and its time (none for a group git knows no commit
-    for): remembered in `memo` for `head`, else asked of git, all at once."""
+    for): remembered in `memo`, else asked of git, all at once."""
     names = sorted(groups)
-    known = _last_commits(memo, head)
+    known = memo.last
     asked = [n for n in names if groups[n].pathspec_key() not in known]
     logs = git_outputs(
         root, *(("log", "-1", "--format=%H %ct", "--", *groups[n].pathspec()) for n in asked)
@@ -99,58 +151,44 @@ def _last_commit_of(
         fields = (out or "").split()
         if len(fields) == 2 and fields[1].isdigit():
             known[groups[name].pathspec_key()] = (fields[0], int(fields[1]))
-    if asked and memo is not None:
-        _save_last_commits(memo, head, known)
     return {n: known[groups[n].pathspec_key()] for n in names if groups[n].pathspec_key() in known}
 
 
-def _last_commits(memo: Path | None, head: str) -> dict[str, tuple[str, int]]:
-    """The groups' last commits remembered for `head` (none for another HEAD)."""
-    if memo is None:
-        return {}
-    try:
-        data = json.loads(memo.read_bytes())
-        if data.get("head") != head:
-            return {}
-        return {
-            str(k): (str(v[0]), int(v[1]))
-            for k, v in data["last"].items()
-            if isinstance(v, list) and len(v) == 2
-        }
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
-
-
-def _save_last_commits(memo: Path, head: str, last: Mapping[str, tuple[str, int]]) -> None:
-    data = {"head": head, "last": {k: list(v) for k, v in sorted(last.items())}}
-    with contextlib.suppress(OSError):  # a memo that cannot be written costs a git run
-        atomic_write(memo, json.dumps(data).encode(), durable=False)
-
-
 def _describe(
-    root: Path, wanted: list[tuple[str, str]]
+    root: Path, wanted: list[tuple[str, str]], build: Stamp, counts: dict[str, int]
 ) -> dict[tuple[str, str], tuple[str | None, int]]:
     """git describe's output (tags with the given prefix) and the commit count of each
     (prefix, commit); describe batched per prefix, commits no tag describes counted
-    one by one."""
+    one by one (`counts` remembers the counts, by commit).
+
+    The commits are `build.revision` or before it: when no tag with a prefix describes
+    the revision (`build.described`), none describes them either, and git is asked
+    only for the counts not known yet."""
     found: dict[tuple[str, str], tuple[str | None, int]] = {}
+    if build.described is not None and build.revision is not None:
+        counts.setdefault(build.revision, build.described[2])
     for prefix in sorted({p for p, _ in wanted}):
         commits = [c for p, c in wanted if p == prefix]
         pattern = ("describe", "--tags", "--long", *tag_match(prefix))
-        batch = git_outputs(root, (*pattern, *commits))[0]
-        lines = batch.splitlines() if batch is not None else []
-        if len(lines) == len(commits):
-            found.update({(prefix, c): (ln, 0) for c, ln in zip(commits, lines, strict=True)})
-            continue
-        each = git_outputs(
+        untagged = build.described is not None and build.described[:2] == (prefix, None)
+        if not untagged:
+            batch = git_outputs(root, (*pattern, *commits))[0]
+            lines = batch.splitlines() if batch is not None else []
+            if len(lines) == len(commits):
+                found.update({(prefix, c): (ln, 0) for c, ln in zip(commits, lines, strict=True)})
+                continue
+        each = [] if untagged else commits
+        unknown = [c for c in commits if c not in counts]
+        asked = git_outputs(
             root,
-            *((*pattern, c) for c in commits),
-            *(("rev-list", "--count", c) for c in commits),
+            *((*pattern, c) for c in each),
+            *(("rev-list", "--count", c) for c in unknown),
         )
-        count = len(commits)
-        found.update(
-            {(prefix, c): (each[i], int(each[count + i] or "0")) for i, c in enumerate(commits)}
-        )
+        for commit, out in zip(unknown, asked[len(each) :], strict=True):
+            if out is not None and out.isdigit():
+                counts[commit] = int(out)
+        described = dict(zip(each, asked, strict=False))
+        found.update({(prefix, c): (described.get(c), counts.get(c, 0)) for c in commits})
     return found
 
 

@@ -121,10 +121,14 @@ def _settle_names(
             unique[key] = projects[housed[0]]
             continue
         duplicates[key] = tuple(projects[f] for f in folders)
-        for f in folders:
-            others = [o for o in folders if o != f]
-            named = str(scan.files[others[0]].where(("project", "name"), root=scan.root))
-            more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        # Each copy names the first other one: the second folder for the first, else
+        # the first (test fixtures may share one name dozens of times).
+        firsts = [
+            str(scan.files[folders[i]].where(("project", "name"), root=scan.root)) for i in (0, 1)
+        ]
+        more = f" and {len(folders) - 2} more" if len(folders) > 2 else ""
+        for index, f in enumerate(folders):
+            named = firsts[1 if index == 0 else 0]
             scan.problems.setdefault(f, []).insert(
                 0,
                 WorkspaceError(

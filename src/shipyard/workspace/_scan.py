@@ -40,6 +40,7 @@ class Scan:
         self.lock = lock
         self.problems: dict[Path, list[WorkspaceError]] = {}
         self.source_kinds: dict[Path, dict[str, str]] = {}
+        self._workspace_of: dict[Path, UvWorkspace | None] = {}
         self.names: dict[Path, tuple[str, str]] = {}  # folder -> (name, key)
         for folder, file in files.items():
             table = file.data.get("project")
@@ -65,14 +66,22 @@ class Scan:
         self.problems.setdefault(folder, []).append(error)
 
     def workspace_of(self, folder: Path) -> UvWorkspace | None:
-        """The uv workspace `folder` belongs to: the nearest one above that lists it."""
+        """The uv workspace `folder` belongs to: the nearest one above that lists it
+        (worked out once per folder: the loader asks for every requirement)."""
+        try:
+            return self._workspace_of[folder]
+        except KeyError:
+            pass
+        found = None
         for candidate in (folder, *folder.parents):
             ws = self.workspaces.get(candidate)
             if ws is not None:
-                return ws if folder in ws.members else None
+                found = ws if folder in ws.members else None
+                break
             if candidate == self.root:
-                return None
-        return None
+                break
+        self._workspace_of[folder] = found
+        return found
 
     def dynamic(self, folder: Path) -> tuple[str, ...]:
         """`[project].dynamic` of the project at `folder`, the strings of it."""

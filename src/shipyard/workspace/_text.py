@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,57 @@ __all__ = ["Positions", "TomlFile", "Where", "WorkspaceError"]
 Key = tuple[str | int, ...]
 
 
-@dataclass(frozen=True)
 class Where:
-    """A place in a file: 1-based line and column; `root` only shortens what `str()` shows."""
+    """A place in a file: 1-based line and column; `root` only shortens what `str()` shows.
 
-    path: Path
-    line: int
-    col: int
-    root: Path | None = field(default=None, compare=False, repr=False)
+    A place in a TOML file is found when first read (`TomlFile.where`): the loader
+    notes the place of every requirement and problem, and a build reads almost none.
+    Equal and hashed by (path, line, col), as a frozen dataclass would be."""
+
+    __slots__ = ("_col", "_find", "_line", "path", "root")
+
+    def __init__(
+        self,
+        path: Path,
+        line: int = 1,
+        col: int = 1,
+        root: Path | None = None,
+        *,
+        find: Callable[[], tuple[int, int]] | None = None,
+    ) -> None:
+        self.path = path
+        self._line = line
+        self._col = col
+        self.root = root
+        self._find = find
+
+    def _place(self) -> tuple[int, int]:
+        if self._find is not None:
+            self._line, self._col = self._find()
+            self._find = None
+        return self._line, self._col
+
+    @property
+    def line(self) -> int:
+        """The 1-based line."""
+        return self._place()[0]
+
+    @property
+    def col(self) -> int:
+        """The 1-based column."""
+        return self._place()[1]
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Where)
+        return (self.path, *self._place()) == (other.path, *other._place())
+
+    def __hash__(self) -> int:
+        return hash((self.path, *self._place()))
+
+    def __repr__(self) -> str:
+        return f"Where(path={self.path!r}, line={self.line!r}, col={self.col!r})"
 
     def __str__(self) -> str:
         path = self.path
@@ -41,13 +85,17 @@ class Where:
 class WorkspaceError(UsageError):
     """A pyproject.toml or uv.lock the workspace cannot be built from (exit 2).
 
-    `str()` is "PATH:LINE:COL: problem; the fix"."""
+    `str()` is "PATH:LINE:COL: problem; the fix", put together when first shown (the
+    loader records problems of test fixtures that no build asks about)."""
 
     def __init__(self, where: Where, problem: str, fix: str) -> None:
         self.where = where
         self.problem = problem
         self.fix = fix
-        super().__init__(f"{where}: {problem}; {fix}")
+        super().__init__()
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}; {self.fix}"
 
 
 _TOKEN = re.compile(
@@ -220,6 +268,6 @@ class TomlFile:
         return self._positions
 
     def where(self, *paths: Key, root: Path | None = None, key: bool = False) -> Where:
-        """The place of the first of `paths` found (see `Positions.find`)."""
-        line, col = self.positions.find(*paths, key=key)
-        return Where(self.path, line, col, root)
+        """The place of the first of `paths` found (see `Positions.find`), looked up
+        when first read."""
+        return Where(self.path, root=root, find=lambda: self.positions.find(*paths, key=key))
