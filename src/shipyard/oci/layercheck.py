@@ -4,12 +4,18 @@ Base layers are never unpacked here, but they are checked before an image is
 built on them (`check_base_layers`), so shipyard does not hand on an image whose
 layers, unpacked in order, would write outside the root an unpacking tool gives
 them: each layer alone and the tree they merge into are checked.
+
+The check reads every entry of every layer, so it also notes, per layer, what the
+image builder's native library check needs from a base (`library_event`: the shared
+objects in the library folders and the whiteouts), beside the blob and keyed by its
+digest (`recorded_libraries`): a base's layers are decompressed once, by the check.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import stat
 import tarfile
 import zlib
@@ -23,13 +29,31 @@ from shipyard.errors import UsageError
 from shipyard.oci.layer import BlobStore
 from shipyard.oci.model import Layer, OCIError
 
-__all__ = ["UnsafeLayerError", "check_base_layer", "check_base_layers"]
+__all__ = [
+    "LIBRARY_FOLDERS",
+    "LibraryEvent",
+    "UnsafeLayerError",
+    "check_base_layer",
+    "check_base_layers",
+    "library_event",
+    "recorded_libraries",
+]
 
 _CHUNK = 1 << 20
+_AHEAD = 1 << 17  # what a hashed stream reads at once
 # Part of every check note: bump it when the rules change, so every base is checked again.
 _RULES = "3"
 _ZSTD = b"\x28\xb5\x2f\xfd"
 _OPAQUE = ".wh..wh..opq"
+# Where the dynamic loader (and ld.so.conf on Debian, Ubuntu, RHEL, Alpine) looks.
+LIBRARY_FOLDERS = ("lib/", "lib64/", "lib32/", "usr/lib/", "usr/lib64/", "usr/local/lib/")
+# Part of every library note: bump it when what `library_event` gives changes.
+_LIBRARIES_VERSION = "1"
+_LIBRARY_KINDS = frozenset({"library", "whiteout", "opaque"})
+
+LibraryEvent = tuple[str, str]
+"""("library", path), ("whiteout", path removed with all below it), ("opaque", folder
+whose lower layers' contents are removed); paths relative, without "./" parts."""
 
 
 class UnsafeLayerError(OCIError, UsageError):
@@ -37,13 +61,33 @@ class UnsafeLayerError(OCIError, UsageError):
 
 
 class _HashingReader:
-    """A read-only file object that hashes what passes through it."""
+    """A read-only file object that hashes what passes through it.
+
+    It reads its source `_AHEAD` bytes at a time and hands them out in the small
+    pieces tarfile and gzip ask for (10 and 8 KiB): fewer, larger reads, inflates
+    and hash updates for the same bytes (the hash is of everything read, and the
+    check reads every stream to its end).
+    """
 
     def __init__(self, source: BinaryIO | gzip.GzipFile) -> None:
         self.source = source
         self.hash = hashlib.sha256()
+        self.buffer = b""
+        self.at = 0  # where in `buffer` the next read starts
 
     def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            rest = self.buffer[self.at :] + self._fill(-1)
+            self.buffer, self.at = b"", 0
+            return rest
+        if len(self.buffer) - self.at < size:
+            self.buffer = self.buffer[self.at :] + self._fill(max(size, _AHEAD))
+            self.at = 0
+        data = self.buffer[self.at : self.at + size]
+        self.at += len(data)
+        return data
+
+    def _fill(self, size: int) -> bytes:
         data = self.source.read(size)
         self.hash.update(data)
         return data
@@ -127,6 +171,63 @@ class _MergedTree:
         return f"that {self.names[link.layer]} made"
 
 
+def library_event(path: str, *, isdir: bool) -> LibraryEvent | None:
+    """What the entry at `path` (relative, normalized) means for the base's libraries:
+    a whiteout, an opaque whiteout, a shared object's file (or link) in a library
+    folder, or nothing."""
+    folder, _, base = path.rpartition("/")
+    if base == _OPAQUE:
+        return ("opaque", folder)
+    if base.startswith(".wh."):
+        return ("whiteout", f"{folder}/{base[4:]}" if folder else base[4:])
+    if not isdir and path.startswith(LIBRARY_FOLDERS) and ".so" in base:
+        return ("library", path)
+    return None
+
+
+def _library_note(digest: str, store: BlobStore) -> Path:
+    return store.path(digest).with_suffix(".libs")
+
+
+def recorded_libraries(layer: Layer, store: BlobStore) -> list[LibraryEvent] | None:
+    """The library events (`library_event`, in tar order) the base layer check noted
+    for the blob of `layer`, or None when there is no valid note (missing, of another
+    format or digest, or unreadable: read the layer instead)."""
+    digest = layer.descriptor.digest
+    try:
+        data = json.loads(_library_note(digest, store).read_bytes())
+    except (OSError, ValueError, OCIError):
+        return None
+    if not (
+        isinstance(data, dict)
+        and data.get("version") == _LIBRARIES_VERSION
+        and data.get("digest") == digest
+        and isinstance(events := data.get("events"), list)
+    ):
+        return None
+    found: list[LibraryEvent] = []
+    for event in events:
+        if not (
+            isinstance(event, list)
+            and len(event) == 2
+            and event[0] in _LIBRARY_KINDS
+            and isinstance(event[1], str)
+        ):
+            return None
+        found.append((event[0], event[1]))
+    return found
+
+
+def _note_libraries(layer: Layer, events: list[LibraryEvent], store: BlobStore) -> None:
+    """Keep a checked layer's library events beside its blob (a blob is its digest)."""
+    digest = layer.descriptor.digest
+    note = _library_note(digest, store)
+    doc = {"version": _LIBRARIES_VERSION, "digest": digest, "events": events}
+    note.parent.mkdir(parents=True, exist_ok=True)
+    # Not durable: a note a power cut empties reads as none, and the layer is read again.
+    atomic_write(note, json.dumps(doc).encode(), durable=False)
+
+
 def check_base_layer(layer: Layer, store: BlobStore) -> None:
     """Refuse a base layer whose tar would write outside the root it is unpacked into.
 
@@ -147,7 +248,8 @@ def check_base_layers(layers: Sequence[Layer], store: BlobStore) -> None:
     /dev/null) and stay: shipyard never unpacks a base, and changing one would
     change its digest. Entry problems raise `UnsafeLayerError` (exit 2), naming
     the layer (index and digest) and the path. A passed check is noted in
-    `store`, so an image's blobs are read once.
+    `store`, so an image's blobs are read once; so are each checked layer's library
+    events (`recorded_libraries`).
     """
     count = len(layers)
     names = [
@@ -179,15 +281,18 @@ def check_base_layers(layers: Sequence[Layer], store: BlobStore) -> None:
     tree = _MergedTree(names)
     for index, layer in enumerate(layers):
         tree.layer = index
-        _check_one(layer, tree)
+        events: list[LibraryEvent] = []
+        _check_one(layer, tree, events)
+        _note_libraries(layer, events, store)
     atomic_write(note, text.encode())
 
 
-def _check_one(layer: Layer, tree: _MergedTree) -> None:
-    """Read one layer's blob in full: its entries against `tree`, its digest and diff_id."""
+def _check_one(layer: Layer, tree: _MergedTree, events: list[LibraryEvent]) -> None:
+    """Read one layer's blob in full: its entries against `tree` (their library events
+    added to `events`), its digest and diff_id."""
     path, digest, where = layer.path, layer.descriptor.digest, tree.names[tree.layer]
     try:
-        blob_hash, diff_hash = _read_layer(path, tree)
+        blob_hash, diff_hash = _read_layer(path, tree, events)
     except (OSError, EOFError, zlib.error, tarfile.TarError, OCIError) as exc:
         # A blob that is not what its digest says is the first thing to report.
         blob_hash = "sha256:" + sha256_file(path)
@@ -201,7 +306,7 @@ def _check_one(layer: Layer, tree: _MergedTree) -> None:
         raise OCIError(f"{where}: its tar has diff_id {diff_hash}, its config says {layer.diff_id}")
 
 
-def _read_layer(path: Path, tree: _MergedTree) -> tuple[str, str]:
+def _read_layer(path: Path, tree: _MergedTree, events: list[LibraryEvent]) -> tuple[str, str]:
     """Check every entry of the (gzip) tar at `path`; its digest and diff_id, as read."""
     where = tree.names[tree.layer]
     with path.open("rb") as handle:
@@ -213,11 +318,11 @@ def _read_layer(path: Path, tree: _MergedTree) -> tuple[str, str]:
         if magic[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=blob, mode="rb") as inflated:
                 tar_stream = _HashingReader(inflated)
-                _check_entries(tar_stream, tree)
+                _check_entries(tar_stream, tree, events)
                 _only_zeros_after(tar_stream, where)
             diff = tar_stream.hash
         else:
-            _check_entries(blob, tree)
+            _check_entries(blob, tree, events)
             _only_zeros_after(blob, where)
             diff = blob.hash
     return "sha256:" + blob.hash.hexdigest(), "sha256:" + diff.hexdigest()
@@ -248,17 +353,17 @@ def _inside(name: str, what: str, where: str) -> str:
     return "/".join(parts)
 
 
-def _check_entries(stream: _HashingReader, tree: _MergedTree) -> None:
+def _check_entries(stream: _HashingReader, tree: _MergedTree, events: list[LibraryEvent]) -> None:
     # ignore_zeros: go on past end blocks and blocks that are no valid header, as
     # GNU tar does; otherwise tarfile ends the stream there and any entry after
     # such a block would be unpacked without having been checked.
     with tarfile.open(  # type: ignore[call-overload]
         fileobj=stream, mode="r|", ignore_zeros=True
     ) as tar:
-        _check_members(tar, tree)
+        _check_members(tar, tree, events)
 
 
-def _check_members(tar: tarfile.TarFile, tree: _MergedTree) -> None:
+def _check_members(tar: tarfile.TarFile, tree: _MergedTree, events: list[LibraryEvent]) -> None:
     where = tree.names[tree.layer]
     while (member := tar.next()) is not None:
         tar.members.clear()  # type: ignore[attr-defined]  # read once: headers must not pile up
@@ -294,3 +399,5 @@ def _check_members(tar: tarfile.TarFile, tree: _MergedTree) -> None:
             elif member.islnk() and target in tree.links:
                 # link(2) does not follow: a hard link to a symlink is another symlink.
                 tree.add(name, tree.links[target].target)
+        if (event := library_event(name, isdir=member.isdir())) is not None:
+            events.append(event)

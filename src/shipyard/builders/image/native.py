@@ -8,8 +8,10 @@ modules and the libraries wheels vendor) is read for the libraries it needs
 (`DT_NEEDED`), and each must be found: among the files the image's own layers add (a
 wheel's vendored `<pkg>.libs/`, through RPATH/RUNPATH or a library loaded first), or
 in the base's library folders (/lib, /usr/lib, /lib64, /usr/lib64, /usr/local/lib and
-the folders below them). The base's library names are read from its layers once per
-base and remembered beside its blobs.
+the folders below them). The base's library names come from what the base layer check
+noted of each layer as it read it (`shipyard.oci.layercheck.recorded_libraries`; a
+layer without a note is read here), merged once per base and remembered beside its
+blobs.
 """
 
 from __future__ import annotations
@@ -33,13 +35,12 @@ from shipyard.manifest import Image as ImageSettings
 from shipyard.oci.base import Base
 from shipyard.oci.elf import read_dynamic
 from shipyard.oci.layer import BlobStore
+from shipyard.oci.layercheck import LibraryEvent, library_event, recorded_libraries
 from shipyard.oci.model import Layer
 
 __all__ = ["ACCEPT_ALL", "MissingLibrary", "base_libraries", "check_native", "missing_libraries"]
 
 ACCEPT_ALL = "*"
-# Where the dynamic loader (and ld.so.conf on Debian, Ubuntu, RHEL, Alpine) looks.
-_LIBRARY_FOLDERS = ("lib/", "lib64/", "lib32/", "usr/lib/", "usr/lib64/", "usr/local/lib/")
 _NOTE_VERSION = "1"
 _ZSTD = b"\x28\xb5\x2f\xfd"
 
@@ -51,14 +52,6 @@ class MissingLibrary:
     library: str
     needed_by: str  # the object's path in the image
     distribution: str  # "name version" of the wheel it came from
-
-
-def _library_name(path: str) -> str | None:
-    """The file name of `path` when it lies in a library folder and looks like one."""
-    if not path.startswith(_LIBRARY_FOLDERS):
-        return None
-    name = path.rpartition("/")[2]
-    return name if ".so" in name else None
 
 
 def _entries(layer: Layer) -> Iterable[tarfile.TarInfo]:
@@ -74,22 +67,32 @@ def _entries(layer: Layer) -> Iterable[tarfile.TarInfo]:
                 yield member
 
 
-def _list(layers: Sequence[Layer]) -> list[str]:
+def _events(layer: Layer, store: BlobStore) -> Iterable[LibraryEvent]:
+    """The layer's library events: as the base layer check noted them, or read."""
+    recorded = recorded_libraries(layer, store)
+    if recorded is not None:
+        return recorded
+    found = []
+    for member in _entries(layer):
+        path = "/".join(p for p in member.name.split("/") if p not in ("", "."))
+        if (event := library_event(path, isdir=member.isdir())) is not None:
+            found.append(event)
+    return found
+
+
+def _list(layers: Sequence[Layer], store: BlobStore) -> list[str]:
     """The library files (and links) the merged layers leave in the library folders."""
     present: dict[str, int] = {}  # path -> the layer that made it
     for index, layer in enumerate(layers):
-        for member in _entries(layer):
-            path = "/".join(p for p in member.name.split("/") if p not in ("", "."))
-            folder, _, base = path.rpartition("/")
-            if base == ".wh..wh..opq":
-                head = f"{folder}/"
+        for kind, path in _events(layer, store):
+            if kind == "opaque":
+                head = f"{path}/"
                 for gone in [p for p, i in present.items() if p.startswith(head) and i < index]:
                     del present[gone]
-            elif base.startswith(".wh."):
-                target = f"{folder}/{base[4:]}" if folder else base[4:]
-                for gone in [p for p in present if p == target or p.startswith(target + "/")]:
+            elif kind == "whiteout":
+                for gone in [p for p in present if p == path or p.startswith(path + "/")]:
                     del present[gone]
-            elif not member.isdir() and _library_name(path):
+            else:
                 present[path] = index
     return sorted(present)
 
@@ -106,7 +109,7 @@ def base_libraries(layers: Sequence[Layer], store: BlobStore) -> frozenset[str]:
     except (OSError, ValueError, AttributeError):
         pass
     try:
-        paths = _list(layers)
+        paths = _list(layers, store)
     except (OSError, EOFError, zlib.error, tarfile.TarError):
         return frozenset()  # unreadable: the base layer check reports it
     note.parent.mkdir(parents=True, exist_ok=True)

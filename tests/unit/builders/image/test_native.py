@@ -16,6 +16,7 @@ from shipyard.builders.image.native import base_libraries, missing_libraries
 from shipyard.builders.resolve import Resolution
 from shipyard.oci.elf import Dynamic, read_dynamic
 from shipyard.oci.layer import BlobStore, layer_from_tarball
+from shipyard.oci.layercheck import check_base_layers
 from shipyard.oci.model import Layer
 
 HOST_LIBSTDCXX = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
@@ -205,3 +206,23 @@ def test_the_base_libraries_are_the_merged_layers_library_folders(tmp_path: Path
         {"usr/lib/x86_64-linux-gnu/.wh..wh..opq": "", "usr/lib/x86_64-linux-gnu/libz.so.1": "z"},
     )
     assert base_libraries([lower, opaque], store) == {"libz.so.1"}
+
+
+def test_the_base_libraries_come_from_the_layer_checks_notes(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "blobs")
+    lower = _layer(store, {"usr/lib/libc.so.6": "c", "usr/lib/libgone.so.1": "g"})
+    upper = _layer(store, {"usr/lib/.wh.libgone.so.1": "", "lib64/libz.so.1": "z"})
+    check_base_layers([lower, upper], store)
+    for layer in (lower, upper):
+        layer.path.write_bytes(b"")  # the blobs are not read again: the check noted them
+    assert base_libraries([lower, upper], store) == {"libc.so.6", "libz.so.1"}
+
+
+def test_a_layer_without_a_valid_note_is_read(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "blobs")
+    lower = _layer(store, {"usr/lib/libc.so.6": "c", "usr/lib/libgone.so.1": "g"})
+    upper = _layer(store, {"usr/lib/.wh.libgone.so.1": "", "lib64/libz.so.1": "z"})
+    check_base_layers([lower, upper], store)
+    note = store.path(lower.descriptor.digest).with_suffix(".libs")
+    note.write_text('{"version": "1", "digest": "sha256:0", "events": []}')  # a miss
+    assert base_libraries([lower, upper], store) == {"libc.so.6", "libz.so.1"}
