@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from shipyard.oci.mediatypes import is_index, is_manifest
 from shipyard.oci.model import Config, Descriptor, History, Image, OCIError, Platform
 from shipyard.oci.remote.reference import Reference
 
-__all__ = ["DEFAULT_PATH", "Base", "base_fingerprint", "load_base"]
+__all__ = ["DEFAULT_PATH", "Base", "EachOf", "base_fingerprint", "load_base"]
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -103,6 +103,10 @@ def _from_source(
     return _from_registry(source.reference, missing, store, env)
 
 
+# How the layer checks of several bases run: `each_of(fn, items)` calls fn on each.
+EachOf = Callable[[Callable[["Base"], None], Sequence["Base"]], object]
+
+
 def load_base(
     base: str | BaseSpec,
     platforms: Sequence[str],
@@ -110,10 +114,14 @@ def load_base(
     root: Path,
     store: BlobStore,
     env: Mapping[str, str] | None = None,
+    each_of: EachOf | None = None,
 ) -> dict[str, Base]:
     """The base image for each of `platforms` (`linux/arm64`, ...) from the base `base`.
 
     `base` is an `image.base` value, as text (parsed here) or parsed (`BaseSpec`).
+    `each_of(fn, items)` runs the layer checks of the platforms' distinct layer chains
+    (the build passes its job budget's map, so two platforms are checked at once when a
+    slot is idle; zlib and sha256 release the GIL); by default one after another.
     """
     env = os.environ if env is None else env
     spec = parse_base(base) if isinstance(base, str) else base
@@ -127,18 +135,25 @@ def load_base(
     absent = [str(p) for p in wanted if p not in found]
     if absent:
         raise OCIError(f"base image {spec} has no image for {', '.join(absent)}")
-    checked: set[tuple[str, ...]] = set()
+    chains: dict[tuple[str, ...], Base] = {}
     for each in found.values():
         for layer in each.image.layers:
             _used(layer.path, store)
-        chain = tuple(layer.descriptor.digest for layer in each.image.layers)
-        if chain not in checked:
-            try:
-                check_base_layers(each.image.layers, store)
-            except OCIError as exc:  # the same type: an unsafe layer is bad input (exit 2)
-                raise type(exc)(f"base image {each.name}: {exc}") from None
-            checked.add(chain)
+        chains.setdefault(tuple(layer.descriptor.digest for layer in each.image.layers), each)
+
+    def check(each: Base) -> None:
+        try:
+            check_base_layers(each.image.layers, store)
+        except OCIError as exc:  # the same type: an unsafe layer is bad input (exit 2)
+            raise type(exc)(f"base image {each.name}: {exc}") from None
+
+    (each_of or _one_by_one)(check, list(chains.values()))
     return {str(p): found[p] for p in wanted}
+
+
+def _one_by_one(fn: Callable[[Base], None], items: Sequence[Base]) -> None:
+    for item in items:
+        fn(item)
 
 
 def _from_registry(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,33 @@ def test_a_layout_index_gives_each_platform_its_manifest(tmp_path: Path) -> None
     assert bases["linux/amd64"].name == "oci-layout:base"
     with pytest.raises(OCIError, match="no image for linux/s390x"):
         load_base("oci-layout:base", ["linux/s390x"], root=tmp_path, store=store)
+
+
+def test_each_distinct_layer_chain_is_checked_once_through_each_of(tmp_path: Path) -> None:
+    """The build passes its job budget's map: the platforms' checks may run at once,
+    one per distinct chain; a refused layer still names the base."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shipyard.oci.base import Base
+
+    store = BlobStore(tmp_path / "s")
+    images = [_image(store, "linux/amd64"), _image(store, "linux/arm64/v8")]
+    write_layout(tmp_path / "base", make_index(images), ref="3.11")
+    seen: list[list[str]] = []
+
+    def each_of(fn: Callable[[Base], None], items: Sequence[Base]) -> None:
+        seen.append([str(item.image.platform) for item in items])
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(fn, items))
+
+    wanted = ["linux/arm64", "linux/amd64"]
+    bases = load_base("oci-layout:base", wanted, root=tmp_path, store=store, each_of=each_of)
+    assert sorted(seen[0]) == ["linux/amd64", "linux/arm64/v8"] and len(seen) == 1
+    assert bases["linux/arm64"].digest == manifest_descriptor(images[1]).digest
+    # One platform asked twice over: one chain, one check.
+    seen.clear()
+    load_base("oci-layout:base", ["linux/amd64"], root=tmp_path, store=store, each_of=each_of)
+    assert seen == [["linux/amd64"]]
 
 
 def test_rootfs_and_docker_archive_sources_combine(tmp_path: Path) -> None:

@@ -294,6 +294,7 @@ def _load_bases(
     for flavour in plan.flavours:
         if flavour.base not in loaded:
             loaded[flavour.base] = load_base(
-                flavour.base, platforms, root=ctx.root, store=store, env=ctx.env
-            )
+                flavour.base, platforms, root=ctx.root, store=store, env=ctx.env,
+                each_of=lambda fn, items: map_parts(ctx, fn, items),
+            )  # fmt: skip
     return loaded
