@@ -4,11 +4,12 @@ platform, else pip with the platform's --platform tags.
 Nothing is built or run for the target: only binary wheels are taken, so an arm64
 site-packages is made on an amd64 host. uv installs from its cache and keeps no wheel
 file, so the wheels' hashes come from a lock uv makes of the same pins
-(`locked_hashes`).
+(`locked_hashes`), from the index pages the install left in uv's cache.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,14 @@ from shipyard._fs import sha256_file
 from shipyard.builders.distributions import Distribution
 from shipyard.process import installer_env, uv_binary
 
-__all__ = ["MACOS", "PLATFORM_ARCH", "install_command", "locked_hashes", "target_env"]
+__all__ = [
+    "MACOS",
+    "PLATFORM_ARCH",
+    "install_command",
+    "interpreter_used",
+    "locked_hashes",
+    "target_env",
+]
 
 # OCI platform -> the machine name in wheel platform tags.
 PLATFORM_ARCH = {
@@ -45,6 +53,8 @@ _GLIBC_MINOR = 28
 # The oldest macOS a darwin zipapp runs on: 11 (Big Sur), the first with arm64. Wheels
 # for it or older are taken, per-arch or universal2.
 MACOS = (11, 0)
+# How uv names the interpreter it found (and uses for builds) in its output.
+_UV_INTERPRETER = re.compile(r"^Using \S+ \S+ interpreter at: (?P<path>\S.*?)\s*$", re.MULTILINE)
 # The platforms uv can target; the rest go through pip's --platform.
 _UV_PLATFORMS = {
     "linux/amd64": "x86_64-manylinux_2_28",
@@ -99,6 +109,14 @@ def install_command(
     ]
 
 
+def interpreter_used(output: str) -> str | None:
+    """The interpreter uv's install `output` says it found, if that file is there."""
+    match = _UV_INTERPRETER.search(output)
+    if match is None or not Path(match["path"]).is_file():
+        return None
+    return match["path"]
+
+
 def _wheel_tags(filename: str) -> frozenset[str] | None:
     try:
         _, _, _, tags = parse_wheel_filename(filename)
@@ -113,20 +131,44 @@ def _local(url: str) -> Path | None:
 
 
 def locked_hashes(
-    dists: Sequence[Distribution], platform: str, python: str, env: Mapping[str, str]
+    dists: Sequence[Distribution],
+    platform: str,
+    python: str,
+    env: Mapping[str, str],
+    interpreter: str | None = None,
 ) -> dict[str, str]:
     """name -> sha256 of the wheel uv picks for each of `dists` on `platform`.
 
     uv installs from its cache and keeps no wheel file, so the same pins go to
     `uv pip compile --format pylock.toml` (same index settings, same platform): the
     lock names each wheel file with its hash, and the one whose tags equal the
-    installed WHEEL's tags is the one installed.
+    installed WHEEL's tags is the one installed. First offline, from the index pages
+    the install has just read into uv's cache, with the `interpreter` the install
+    used (uv's search for one can cost more than the rest); only when that fails (no
+    cache, a page missing) is the index asked again.
     """
     uv = uv_binary()
     if not dists or uv is None or platform not in _UV_PLATFORMS:
         return {}
+    cached = ("--offline", *(("--python", interpreter) if interpreter else ()))
+    found = _compiled_hashes(uv, dists, platform, python, env, cached)
+    if found is None:
+        found = _compiled_hashes(uv, dists, platform, python, env, ())
+    return found or {}
+
+
+def _compiled_hashes(
+    uv: str,
+    dists: Sequence[Distribution],
+    platform: str,
+    python: str,
+    env: Mapping[str, str],
+    options: Sequence[str],
+) -> dict[str, str] | None:
+    """`locked_hashes` from one `uv pip compile` of `dists`' pins with `options`; None
+    when uv fails or its lock cannot be read."""
     command = [
-        *(uv, "pip", "compile", "--quiet", "--no-header", "--format", "pylock.toml"),
+        *(uv, "pip", "compile", "--quiet", "--no-header", "--format", "pylock.toml", *options),
         *("--no-deps", "--only-binary", ":all:", "--python-platform", _UV_PLATFORMS[platform]),
         *("--python-version", python, "-"),
     ]
@@ -141,11 +183,11 @@ def locked_hashes(
         timeout=300,
     )
     if done.returncode != 0:
-        return {}
+        return None
     try:
         packages = _toml.loads(done.stdout).get("packages", [])
     except tomllib.TOMLDecodeError:
-        return {}
+        return None
     found: dict[str, str] = {}
     wanted = {str(canonicalize_name(d.name)): d for d in dists}
     for package in packages if isinstance(packages, list) else []:

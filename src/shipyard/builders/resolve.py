@@ -29,7 +29,13 @@ from shipyard.builders.distributions import (
     scrub,
     with_hashes,
 )
-from shipyard.builders.installer import PLATFORM_ARCH, install_command, locked_hashes, target_env
+from shipyard.builders.installer import (
+    PLATFORM_ARCH,
+    install_command,
+    interpreter_used,
+    locked_hashes,
+    target_env,
+)
 from shipyard.builders.site_memo import SiteMemo, site_key
 from shipyard.errors import BuildError
 from shipyard.process import installer_env, run_logged, uv_binary
@@ -97,10 +103,15 @@ def _wheel_requirements(
     return path
 
 
-def _failure(log: Path, start: int, platform: str, python: str) -> str:
+def _output(log: Path, start: int) -> str:
+    """This install's output: the `log` from `start` on, when the log is shared."""
     with log.open("rb") as handle:
-        handle.seek(start)  # this install's output only, when the log is shared
-        text = handle.read().decode(errors="replace")
+        handle.seek(start)
+        return handle.read().decode(errors="replace")
+
+
+def _failure(log: Path, start: int, platform: str, python: str) -> str:
+    text = _output(log, start)
     for pattern in _NO_WHEEL:
         match = pattern.search(text)
         if match:
@@ -202,7 +213,8 @@ def _resolve(
         raise BuildError(action, _failure(log, start, platform, python), command=command, log=log)
     scrub(dest)
     built = locked.built if locked else ()
-    dists = _hashed(read_site(dest), wheels, built, reported, platform, python, env)
+    used = None if reported is not None else interpreter_used(_output(log, start))
+    dists = _hashed(read_site(dest), wheels, built, reported, platform, python, env, used)
     unknown = sorted(d.name for d in dists if d.sha256 is None)
     if unknown:
         with log.open("a", encoding="utf-8") as handle:
@@ -259,10 +271,12 @@ def _hashed(
     platform: str,
     python: str,
     env: Mapping[str, str],
+    interpreter: str | None,
 ) -> tuple[Distribution, ...]:
     """`dists` with their wheel's sha256: the given `wheels` and those `built` from
     sdists by file, the others from pip's report (`reported`) or, with uv, from the
-    lock uv makes of the same pins for `platform` and `python`."""
+    lock uv makes of the same pins for `platform` and `python` (with the `interpreter`
+    the install used)."""
     names = set()
     for path in [*wheels, *built]:
         try:
@@ -271,7 +285,7 @@ def _hashed(
             continue
     others = [d for d in dists if canonicalize_name(d.name) not in names]
     if reported is None:  # uv: the same pins, locked, name each wheel with its hash
-        reported = locked_hashes(others, platform, python, env)
+        reported = locked_hashes(others, platform, python, env, interpreter)
     for path in built:  # built here from a locked sdist
         reported.setdefault(str(parse_wheel_filename(path.name)[0]), sha256_file(path))
     return with_hashes(dists, wheels, reported)

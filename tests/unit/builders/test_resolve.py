@@ -162,6 +162,28 @@ def test_the_arm64_wheel_is_installed_for_arm64(tmp_path: Path, links: Path) -> 
     assert [p.name for p in (tmp_path / "site" / "fast").glob("*.so")] == [so.split("/")[1]]
 
 
+def test_each_distribution_is_named_with_the_hash_of_the_wheel_installed(
+    tmp_path: Path, links: Path
+) -> None:
+    # uv keeps no wheel file: the hashes come from a lock of the same pins, made from
+    # what the install left in uv's cache; a cache of its own, so nothing is there before.
+    app = _app(tmp_path, "helper", "fast")
+    found = resolve(
+        app,
+        "linux/amd64",
+        "3.11",
+        tmp_path / "site",
+        env=offline_env(tmp_path, links),
+        log=tmp_path / "log.txt",
+    )
+    files = {"app": app, "helper": links / "helper-2.0-py3-none-any.whl"}
+    files["fast"] = links / f"fast-1.5-{X86}.whl"
+    assert {d.name: d.sha256 for d in found.distributions} == {
+        name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in files.items()
+    }
+    assert "no wheel hash known" not in (tmp_path / "log.txt").read_text()
+
+
 def _lock(tmp_path: Path, links: Path, digest: str | None = None) -> Path:
     wheel = links / "helper-2.0-py3-none-any.whl"
     real = hashlib.sha256(wheel.read_bytes()).hexdigest()
