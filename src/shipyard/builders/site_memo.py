@@ -7,7 +7,8 @@ the key of everything that decides it (`site_key`); the second output's resolve 
 lookup that links the kept site into its own folder. A failed resolution is not kept,
 and neither is a site the kept folder cannot hard-link (another file system: a copy
 would hold a second site's bytes, in memory where the temporary folder is a tmpfs).
-The kept sites are removed when the process ends.
+The kept sites are removed when the process ends (a killed build leaves them in dist/, where
+the next build sweeps them).
 
 The key holds the wheels' bytes, the platform and Python, the lock's bytes (or none),
 the extras and the installer's whole environment (its index settings among them). What
@@ -88,6 +89,16 @@ def copy_site(source: Path, dest: Path, *, links_only: bool = False) -> None:
                 shutil.copy2(path, there / name)
 
 
+def _swept_folder(dest: Path) -> Path | None:
+    """Where a process's kept sites go: beside the build's own temporary folder that
+    holds `dest` (in dist/, where the next build sweeps `.tmp-*` a killed build left,
+    on the file system of the sites it links), else the system's temporary folder."""
+    for folder in dest.absolute().parents:
+        if folder.name.startswith(TEMP_PREFIX) and not folder.parent.name.startswith(TEMP_PREFIX):
+            return folder.parent
+    return None
+
+
 @dataclass
 class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -96,7 +107,9 @@ class _Entry:
 
 class SiteMemo:
     """Sites resolved in this process, by `site_key`, each kept in a folder of `root`
-    (a temporary folder of the system's, made on first use, removed at exit)."""
+    (made on first use beside the first build's temporary folder, in dist/, or in the
+    system's temporary folder; removed at exit, and swept by the next build when a
+    kill left it)."""
 
     def __init__(self, root: Path | None = None) -> None:
         self._root = root
@@ -104,10 +117,11 @@ class SiteMemo:
         self._lock = threading.Lock()
         self.resolved = 0  # sites resolved, not looked up: what the tests count
 
-    def _folder(self) -> Path:
+    def _folder(self, near: Path) -> Path:
         with self._lock:
             if self._root is None:
-                self._root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}sites-"))
+                home = _swept_folder(near)
+                self._root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}sites-", dir=home))
                 atexit.register(shutil.rmtree, self._root, ignore_errors=True)
             return self._root
 
@@ -122,7 +136,7 @@ class SiteMemo:
             entry = self._entries.setdefault(key, _Entry())
         with entry.lock:
             earlier = entry.resolution
-            kept = self._folder() / key
+            kept = self._folder(dest) / key
             if earlier is not None and kept.is_dir():
                 shutil.rmtree(dest, ignore_errors=True)
                 copy_site(kept, dest)

@@ -177,3 +177,26 @@ def test_a_site_that_cannot_be_linked_is_not_kept(
     assert not list((tmp_path / "kept").rglob("*.py"))
     _, looked = memo.site("k", tmp_path / "b", lambda: _fake(tmp_path / "b", calls))
     assert not looked and len(calls) == 2
+
+
+def test_kept_sites_live_beside_the_builds_temporary_folder_where_a_kill_is_swept(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILL skips atexit: the kept sites must sit in dist/ as `.tmp-*`, which the
+    next build sweeps, never in the system's temporary folder."""
+    from shipyard._fs import remove_stale_temps
+
+    dist = tmp_path / "dist"
+    dest = dist / ".tmp-zipapp-x" / "site-amd64"
+    dest.parent.mkdir(parents=True)  # the builder's own temporary folder, in dist/
+
+    def install() -> Resolution:
+        dest.mkdir(parents=True)
+        (dest / "pkg.py").write_text("X = 1\n")
+        return Resolution("linux/amd64", dest, (Distribution("pkg", "1.0", True),), True)
+
+    memo = SiteMemo()
+    memo.site("k" * 64, dest, install)
+    kept = [p for p in dist.iterdir() if p.name.startswith(".tmp-sites-")]
+    assert len(kept) == 1 and (kept[0] / ("k" * 64) / "pkg.py").read_text() == "X = 1\n"
+    assert remove_stale_temps(dist) >= 1 and not kept[0].exists()
