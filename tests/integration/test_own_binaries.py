@@ -172,7 +172,7 @@ def test_mesh_agent_ships_its_variants_within_its_size_budget(snapshot: Snapshot
     """mesh-agent's `debug` and `distroless` variants (issue 15) are staged beside its
     image with suffixed tags, each platform of each within the binary's image budget."""
     from shipyard.artifacts import Artifact
-    from shipyard.release.budgets import measure
+    from shipyard.engine.sizes import measure
 
     assert snapshot.run.returncode == 0, snapshot.run.stderr[-3000:]
     folder = snapshot.root / "dist/release" / snapshot.version

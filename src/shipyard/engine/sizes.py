@@ -10,7 +10,7 @@ What is measured, per output kind:
 
 `check_sizes` is a pure function of the binaries and the build's results (and the
 image layouts they name); `shipyard build` prints its findings as warnings, and
-release validate fails on them (through `shipyard.release.budgets`). It lives in
+release validate fails on them (`shipyard.release.building`). It lives in
 the engine, beside the results it reads, so a build's warning costs no import of
 the release pipeline, and reads an image layout (and imports oci) only for a
 binary with an image budget and an image among the results.

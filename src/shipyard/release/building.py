@@ -22,10 +22,10 @@ from shipyard.artifacts import ANY, Artifact, select
 from shipyard.engine.build import BuildRequest, build
 from shipyard.engine.plan import Action
 from shipyard.engine.scheduler import Result
+from shipyard.engine.sizes import check_sizes
 from shipyard.errors import BuildError, ShipyardError
 from shipyard.oci.model import Platform
 from shipyard.process import without_secrets
-from shipyard.release.budgets import check_sizes
 from shipyard.release.context import ReleaseContext
 
 if TYPE_CHECKING:
