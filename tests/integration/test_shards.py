@@ -59,7 +59,7 @@ def test_two_shards_then_a_merge_that_builds_nothing(tmp_path: Path, services: S
 
 def test_bad_cache_url_and_shard_are_usage_errors(tmp_path: Path) -> None:
     root = copy_worktree(tmp_path / "repo")
-    bad_url = shipyard(root, "build", "--cache=http://x/y")
+    bad_url = shipyard(root, "build", "--cache=ftp://x/y")
     assert bad_url.returncode == 2 and "oci://HOST" in bad_url.stderr
     bad_shard = shipyard(root, "build", "--shard=3/2")
     assert bad_shard.returncode == 2 and "1 <= I <= N" in bad_shard.stderr

@@ -55,7 +55,10 @@ def _selection() -> argparse.ArgumentParser:
 
 def _remote(command: argparse.ArgumentParser) -> None:
     command.add_argument(
-        "--cache", dest="remote", metavar="oci://HOST/REPO", help="also share a registry cache"
+        "--cache",
+        dest="remote",
+        metavar="URL",
+        help="also share a remote cache: oci://, http[s]:// or grpc[s]://",
     )
 
 

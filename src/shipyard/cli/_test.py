@@ -48,7 +48,10 @@ def add_parser(
     test.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     test.add_argument("--force", action="store_true", help="run cached stages again")
     test.add_argument(
-        "--cache", dest="remote", metavar="oci://HOST/REPO", help="also share a registry cache"
+        "--cache",
+        dest="remote",
+        metavar="URL",
+        help="also share a remote cache: oci://, http[s]:// or grpc[s]://",
     )
     test.add_argument("args", nargs="*", metavar="-- ARGS", help="passed to each stage's command")
 

@@ -41,12 +41,11 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def check_remote(url: str | None) -> None:
-    """UsageError (exit 2) unless --cache is unset or `oci://HOST[:PORT]/REPOSITORY`."""
+    """UsageError (exit 2) unless --cache is unset or a cache URL (oci, http[s], grpc[s])."""
     if url:
-        # The registry client loads only for a build that names a registry cache.
-        from shipyard.engine.cache.remote import parse_cache_url
+        from shipyard.engine.cache.endpoint import parse_endpoint
 
-        parse_cache_url(url)
+        parse_endpoint(url)
 
 
 @dataclass(frozen=True)

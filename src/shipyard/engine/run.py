@@ -123,11 +123,11 @@ def _caches(
     local = ActionCache(options.cache_dir)
     if not options.remote:
         return local, limit, local
-    from shipyard.engine.cache.remote import RemoteCache, TieredCache, parse_cache_url
-    from shipyard.oci.remote.push import default_registry
+    from shipyard.engine.cache.endpoint import Connection, open_remote, parse_endpoint
+    from shipyard.engine.cache.remote import TieredCache
 
-    host, repository = parse_cache_url(options.remote)
-    return local, limit, TieredCache(local, RemoteCache(default_registry(host), repository))
+    remote = open_remote(parse_endpoint(options.remote), Connection.from_env(env))
+    return local, limit, TieredCache(local, remote)
 
 
 def _run_locked(

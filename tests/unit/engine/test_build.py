@@ -35,8 +35,9 @@ def test_bad_jobs_shard_and_cache_urls_are_usage_errors() -> None:
         parse_shard("x/2")
     check_remote(None)
     check_remote("oci://127.0.0.1:5000/cache")
+    check_remote("http://x/y")
     with pytest.raises(UsageError, match="oci://HOST"):
-        check_remote("http://x/y")
+        check_remote("ftp://x/y")
     with pytest.raises(UsageError, match="--shard=1: write I/N"):
         BuildRequest(shard="1").check()
 

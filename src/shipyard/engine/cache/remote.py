@@ -38,12 +38,11 @@ from shipyard.engine.cache.checks import (
 )
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.engine.wrapper import OutputCache
-from shipyard.errors import UsageError
 from shipyard.oci import mediatypes
 from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
 from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
 
-__all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache", "parse_cache_url"]
+__all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache"]
 
 ARTIFACT_TYPE = mediatypes.SHIPYARD_ACTION
 _EMPTY = b"{}"
@@ -59,14 +58,6 @@ def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
     dist = repo / "dist"
     dist.mkdir(parents=True, exist_ok=True)
     return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}remote-", dir=dist)
-
-
-def parse_cache_url(url: str) -> tuple[str, str]:
-    """`oci://HOST[:PORT]/REPO` -> (host, repository)."""
-    if not url.startswith("oci://") or "/" not in url[len("oci://") :]:
-        raise UsageError(f"--cache={url}: write oci://HOST[:PORT]/REPOSITORY")
-    host, _, repository = url[len("oci://") :].partition("/")
-    return host, repository
 
 
 @dataclass
