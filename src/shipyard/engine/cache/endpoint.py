@@ -28,6 +28,7 @@ __all__ = [
     "SCHEMES",
     "CacheEndpoint",
     "Connection",
+    "RemoteStats",
     "RemoteUnavailable",
     "open_remote",
     "parse_endpoint",
@@ -48,6 +49,18 @@ CERT_VARIABLE = "SHIPYARD_CACHE_CERT"  # PEM file: a client certificate (mutual 
 KEY_VARIABLE = "SHIPYARD_CACHE_KEY"  # PEM file: the client certificate's key
 TIMEOUT_VARIABLE = "SHIPYARD_CACHE_TIMEOUT"  # seconds per call
 RETRIES_VARIABLE = "SHIPYARD_CACHE_RETRIES"  # further tries of a call that failed on the way
+
+
+@dataclass
+class RemoteStats:
+    """What a remote cache client did in one build: for report.json and the benchmark."""
+
+    calls: int = 0  # requests sent (retries included)
+    hits: int = 0  # actions restored from the server
+    misses: int = 0  # actions the server did not have (or had in a form refused)
+    stored: int = 0  # actions written to the server
+    bytes_down: int = 0  # payload bytes received
+    bytes_up: int = 0  # payload bytes sent
 
 
 class RemoteUnavailable(ShipyardError):
