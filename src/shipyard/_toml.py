@@ -5,6 +5,12 @@ levels deep (`x = [[[[...]]]]`) raises RecursionError, and a huge file MemoryErr
 neither is an error a caller expects from a parser. Here both become the
 `tomllib.TOMLDecodeError` every caller already turns into "FILE:LINE:COL is not valid
 TOML", with the place the nesting gets deep.
+
+The parser is tomli's compiled build where it is installed (a dependency of shipyard:
+the same parser as tomllib, whose source it is, compiled by mypyc, about three times
+faster on a large uv.lock, which a no-op build reads on every start), else tomllib.
+Both give the same values; tomli's errors are raised as tomllib's, so callers catch
+one type.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["NESTING", "loads"]
@@ -56,12 +63,38 @@ def _error(text: str, problem: str, offset: int) -> tomllib.TOMLDecodeError:
     return tomllib.TOMLDecodeError(f"{problem} (at line {line}, column {column})")
 
 
+def _parser() -> tuple[Callable[[str], dict[str, Any]], type[ValueError]]:
+    """tomli's loads and error when tomli is compiled, else tomllib's."""
+    try:
+        import tomli
+    except ImportError:
+        return tomllib.loads, tomllib.TOMLDecodeError
+    if not tomli._parser.__file__.endswith(".py"):  # compiled: the point of using it
+        return tomli.loads, tomli.TOMLDecodeError
+    return tomllib.loads, tomllib.TOMLDecodeError
+
+
+_parse, _ParseError = _parser()
+
+
+def _same(error: ValueError) -> tomllib.TOMLDecodeError:
+    """tomli's TOMLDecodeError as tomllib's, with the same message."""
+    if sys.version_info >= (3, 14):
+        msg, doc, pos = (getattr(error, name) for name in ("msg", "doc", "pos"))
+        return tomllib.TOMLDecodeError(msg, doc, pos)
+    return tomllib.TOMLDecodeError(str(error))
+
+
 def loads(text: str) -> dict[str, Any]:
     """`tomllib.loads(text)`; nesting too deep for the parser, or a file too large for
     memory, raises `tomllib.TOMLDecodeError` (placed where the nesting passes NESTING
     levels) instead of RecursionError or MemoryError."""
     try:
-        return tomllib.loads(text)
+        return _parse(text)
+    except tomllib.TOMLDecodeError:
+        raise
+    except _ParseError as error:  # tomli's own type: raised as tomllib's, same words
+        raise _same(error) from None
     except RecursionError:
         pass  # out of the except block first: the scan runs on a shallow stack
     except MemoryError:

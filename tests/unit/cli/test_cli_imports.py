@@ -127,6 +127,7 @@ NOOP_ALLOWED = (
     "shipyard.workspace",
     "packaging",
     "platformdirs",
+    "tomli",  # compiled: reads uv.lock 3x faster than tomllib
 )
 NOOP_FORBIDDEN = (
     "shipyard.release",
@@ -134,6 +135,7 @@ NOOP_FORBIDDEN = (
     "shipyard.oci.registry",
     "shipyard._http",
     "shipyard.engine.cache.remote",
+    "shipyard.engine.cache.endpoint",
     "shipyard.builders.image",
     "shipyard.manifest._validate",
     "shipyard.manifest._yaml",
@@ -148,6 +150,8 @@ NOOP_FORBIDDEN = (
     "cryptography",
     "ssl",
     "http",
+    "grpc",  # a shared cache's clients load only when --cache names one
+    "google",
 )
 # The binary, appended to make_repo's manifest (which lists none).
 BUDGETS = (
@@ -197,6 +201,9 @@ def test_a_no_op_build_imports_only_what_deciding_cached_takes(tmp_path: Path) -
     unexpected = [
         m
         for m in names
-        if m not in start and m.split(".")[0] not in stdlib and not _listed(m, NOOP_ALLOWED)
+        if m not in start
+        and m.split(".")[0] not in stdlib
+        and not _listed(m, NOOP_ALLOWED)
+        and not m.endswith("__mypyc")  # the runtime of a compiled module allowed above
     ]
     assert unexpected == [], f"a no-op build imported {unexpected}: allow them, or import less"
