@@ -96,6 +96,10 @@ def install_command(
     if uv and platform in _UV_PLATFORMS:
         return [
             *(uv, "pip", "install", "--target", str(dest), "--no-progress"),
+            # The running interpreter: uv's own search would start whatever `python3`
+            # is on PATH (a version manager's shell shim costs more than the install of
+            # cached wheels); the platform and version flags decide the wheels.
+            *("--python", sys.executable),
             *("--python-platform", _UV_PLATFORMS[platform], "--python-version", python),
             *("--only-binary", ":all:", *reqs),
         ]

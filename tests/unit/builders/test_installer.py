@@ -76,3 +76,16 @@ def test_the_interpreter_is_the_one_uvs_install_named(tmp_path: Path) -> None:
     assert installing.interpreter_used(output) == str(python)
     assert installing.interpreter_used(output.replace(str(python), "/gone/python")) is None
     assert installing.interpreter_used("Resolved 7 packages in 2ms\n") is None
+
+
+def test_uv_installs_with_the_running_interpreter_not_one_it_searches_for(
+    tmp_path: Path,
+) -> None:
+    """uv's search starts whatever `python3` is on PATH (a version manager's shell shim,
+    slower than installing cached wheels): the install names the running interpreter."""
+    command = installing.install_command("linux/arm64", "3.12", tmp_path, ["attrs==23.2.0"])
+    if Path(command[0]).name != "uv":
+        pytest.skip("uv is not installed: pip's command has no interpreter search")
+    assert command[command.index("--python") + 1] == sys.executable
+    assert command[command.index("--python-version") + 1] == "3.12"
+    assert command[command.index("--python-platform") + 1].startswith("aarch64")
