@@ -26,7 +26,15 @@ from shipyard.errors import ManifestError, Problem, UsageError
 from shipyard.manifest import Manifest, Stage, did_you_mean, locate
 from shipyard.workspace import Project, Workspace
 
-__all__ = ["DEFAULT_TIMEOUT", "STAGES", "Found", "project_stages", "stages_of", "tested"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "STAGES",
+    "Found",
+    "holders",
+    "project_stages",
+    "stages_of",
+    "tested",
+]
 
 # The well-known stages, in the order they are listed and run when nothing else decides.
 STAGES = ("lint", "typecheck", "unit", "integration")
@@ -155,18 +163,28 @@ def _check_names(manifest: Manifest, workspace: Workspace) -> None:
         raise ManifestError(problems)
 
 
-def project_stages(manifest: Manifest, workspace: Workspace, project: Project) -> list[Found]:
-    """The stages of `project`, well-known ones first, then the others by name."""
+def holders(workspace: Workspace) -> frozenset[Path]:
+    """The roots of the projects that hold another project in their folder (a
+    workspace's root project): one pass over the projects' parent folders."""
+    roots = {p.root for p in workspace.projects.values()}
+    return frozenset(parent for root in roots for parent in root.parents if parent in roots)
+
+
+def project_stages(
+    manifest: Manifest,
+    workspace: Workspace,
+    project: Project,
+    holding: frozenset[Path] | None = None,
+) -> list[Found]:
+    """The stages of `project`, well-known ones first, then the others by name.
+    `holding` is `holders(workspace)`, passed when asking for many projects."""
     tests = manifest.tests
     own = tests.projects.get(project.key, {})
     if own is None:  # `<project>: false`
         return []
     # A project that holds the others (a workspace's root project) would lint and test
     # them all again: it has only the stages binaries.yaml gives it by name.
-    holds = any(
-        p.root != project.root and p.root.is_relative_to(project.root)
-        for p in workspace.projects.values()
-    )
+    holds = project.root in (holders(workspace) if holding is None else holding)
     detected = {} if holds else _detected(project, workspace.root)
     shared = {} if holds else tests.stages
     names = [*STAGES, *sorted((set(shared) | set(own)) - set(STAGES))]
@@ -256,7 +274,8 @@ def tested(workspace: Workspace) -> list[str]:
 def stages_of(manifest: Manifest, workspace: Workspace) -> dict[str, list[Found]]:
     """Every tested project's stages by project key, in key order."""
     _check_names(manifest, workspace)
+    holding = holders(workspace)
     return {
-        key: project_stages(manifest, workspace, workspace.projects[key])
+        key: project_stages(manifest, workspace, workspace.projects[key], holding)
         for key in tested(workspace)
     }
