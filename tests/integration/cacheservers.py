@@ -34,6 +34,7 @@ __all__ = [
     "CacheServer",
     "TlsFiles",
     "buildgrid_binary",
+    "make_client_certificate",
     "nginx_binary",
     "running_buildgrid",
     "running_nginx",
@@ -45,11 +46,29 @@ HINT = "install them with: bash scripts/services.sh"
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """PEM files of a CA and the server certificate it signed (with its key)."""
+    """PEM files of a CA and the server certificate it signed (with its key); with
+    `clients`, the server asks for a client certificate that one signed (mutual TLS)."""
 
     ca: Path
     cert: Path
     key: Path
+    clients: Path | None = None
+
+
+def make_client_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed client certificate and its key (PEM files, made by openssl): the
+    certificate is also what a server trusts for mutual TLS (`TlsFiles.clients`)."""
+    cert, key = folder / "client.crt", folder / "client.key"
+    options = (
+        "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+        "-subj /CN=shipyard-test-client -addext extendedKeyUsage=clientAuth"
+    )
+    subprocess.run(
+        ["openssl", *options.split(), "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
 
 
 @dataclass
@@ -146,6 +165,8 @@ def _buildgrid_config(folder: Path, port: int, instance: str, tls: TlsFiles | No
             "    insecure-mode: false\n    credentials:\n"
             f"      tls-server-key: {tls.key}\n      tls-server-cert: {tls.cert}\n"
         )
+        if tls.clients is not None:
+            channel += f"      tls-client-certs: {tls.clients}\n"
     return (
         f"server:\n{channel}"
         "authorization:\n  method: none\n"
@@ -193,6 +214,8 @@ def _nginx_config(
 ) -> str:
     listen = f"listen 127.0.0.1:{port}{' ssl' if tls else ''};"
     certs = f"ssl_certificate {tls.cert}; ssl_certificate_key {tls.key};" if tls else ""
+    if tls is not None and tls.clients is not None:
+        certs += f" ssl_client_certificate {tls.clients}; ssl_verify_client on;"
     auth = ""
     if users:
         # nginx reads {PLAIN} passwords: a test server needs no hashing.

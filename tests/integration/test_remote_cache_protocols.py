@@ -18,10 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from shipyard.engine.cache.endpoint import (
+    Connection,
+    RemoteUnavailable,
+    open_remote,
+    parse_endpoint,
+)
 from tests.integration._repo import clone, copy_worktree, shipyard
 from tests.integration.cacheservers import (
     CacheServer,
     TlsFiles,
+    make_client_certificate,
     running_buildgrid,
     running_nginx,
 )
@@ -115,13 +122,24 @@ def test_a_blob_changed_on_the_server_is_a_miss_and_a_rebuild(
 
 
 @pytest.mark.parametrize("protocol", sorted(SERVERS))
-def test_tls_with_the_ca_from_the_environment(origin: Path, protocol: str, tmp_path: Path) -> None:
+def test_mutual_tls_with_the_files_from_the_environment(
+    origin: Path, protocol: str, tmp_path: Path
+) -> None:
     certs = tmp_path / "certs"
     certs.mkdir()
-    tls = TlsFiles(*make_certificates(certs))
+    client_cert, client_key = make_client_certificate(certs)
+    tls = TlsFiles(*make_certificates(certs), clients=client_cert)
     with SERVERS[protocol](tmp_path / "server", tls=tls) as server:
         assert server.url.startswith(("grpcs://", "https://"))
-        env = {"SHIPYARD_CACHE_CA": str(tls.ca)}
+        # Without the client certificate the server refuses: unavailable, never a hit.
+        anonymous = Connection(ca_file=tls.ca, timeout=5.0, retries=0)
+        with pytest.raises(RemoteUnavailable):
+            open_remote(parse_endpoint(server.url), anonymous).restore("key", tmp_path / "x")
+        env = {
+            "SHIPYARD_CACHE_CA": str(tls.ca),
+            "SHIPYARD_CACHE_CERT": str(client_cert),
+            "SHIPYARD_CACHE_KEY": str(client_key),
+        }
         first = clone(origin, tmp_path / "first")
         _build(first, tmp_path / "cache-first", server.url, **env)
         second = clone(origin, tmp_path / "second")

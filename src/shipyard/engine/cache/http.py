@@ -57,7 +57,6 @@ class HttpCache(ResultStore):
     def __init__(self, endpoint: CacheEndpoint, connection: Connection) -> None:
         self.where = endpoint.url
         self.stats = RemoteStats()
-        self.writable = True
         prefix = f"/{endpoint.path}" if endpoint.path else ""
         self.base = f"{endpoint.scheme}://{endpoint.host}{prefix}"
         self._headers = dict(connection.headers)
@@ -94,7 +93,7 @@ class HttpCache(ResultStore):
         self._client.close()
 
     def _counted(self, method: str, path: str, status: int | None) -> None:
-        self.stats.calls += 1
+        self.count(calls=1)
 
     # ResultStore's moves ----------------------------------------------------
 
@@ -106,7 +105,7 @@ class HttpCache(ResultStore):
                 return None
             self._expect(op, resp)
             data = self._read(op, resp, _MAX_RESULT)
-        self.stats.bytes_down += len(data)
+        self.count(bytes_down=len(data))
         return parsed_result(data)
 
     def put_result(self, action: re_pb2.Digest, result: re_pb2.ActionResult) -> None:
@@ -115,7 +114,7 @@ class HttpCache(ResultStore):
         op = "write an action result"
         with self._request("PUT", f"ac/{action.hash}", op, body=lambda: data) as resp:
             self._expect(op, resp)
-        self.stats.bytes_up += len(data)
+        self.count(bytes_up=len(data))
 
     def missing(self, digests: Sequence[re_pb2.Digest]) -> set[str]:
         """HEAD /cas/<hash> for each: the ones answered 404."""
@@ -139,7 +138,7 @@ class HttpCache(ResultStore):
                 self._request("PUT", f"cas/{digest.hash}", op, body=_rewound(handle)) as resp,
             ):
                 self._expect(op, resp)
-            self.stats.bytes_up += digest.size_bytes
+            self.count(bytes_up=digest.size_bytes)
 
     def download(self, digests: Sequence[re_pb2.Digest], folder: Path) -> bool:
         """GET /cas/<hash> for each into `folder`, at most one byte more than its size
@@ -160,7 +159,7 @@ class HttpCache(ResultStore):
                                 break
                     except RemoteError as exc:
                         raise RemoteUnavailable(str(exc)) from exc
-                self.stats.bytes_down += min(total, limit)
+                self.count(bytes_down=min(total, limit))
         return True
 
     # The requests ------------------------------------------------------------

@@ -42,10 +42,11 @@ def extra_needed(url: str, what: str) -> Iterator[None]:
 
 
 def open_grpc_cache(endpoint: CacheEndpoint, connection: Connection) -> GrpcCache:
-    """The client of the REAPI cache at `endpoint` (grpc:// or grpcs://), its
-    capabilities asked already; RemoteUnavailable when the server does not answer,
-    UsageError (exit 2) when the `remote` extra is not installed."""
+    """The client of the REAPI cache at `endpoint` (grpc:// or grpcs://). Nothing is
+    sent yet: the first restore or store (or `writable`) asks the server's
+    capabilities, and raises RemoteUnavailable when it does not answer. UsageError
+    (exit 2) when the `remote` extra is not installed."""
     with extra_needed(endpoint.url, "the Remote Execution API cache"):
         from shipyard.engine.cache.reapi.client import GrpcCache
 
-    return GrpcCache.open(endpoint, connection)
+    return GrpcCache(endpoint, connection)

@@ -1,21 +1,23 @@
 """The gRPC client of a Remote Execution API cache (BuildGrid, Buildbarn, BuildBuddy, ...).
 
-Capabilities come first: the server must offer SHA256 digests; its largest batch
-sets which blobs go in BatchUpdateBlobs/BatchReadBlobs and which through ByteStream
-(resource names carry the instance); whether it takes ActionCache updates is
-`writable`. Every call has a deadline (`Connection.timeout`) and is tried again,
-a bounded number of times (`Connection.retries`), when the server is unavailable,
-late or busy; after that, or on any other error but NOT_FOUND, the call raises
-RemoteUnavailable and the build goes on without the cache. The headers of the
-connection (a bearer token, an API key, Basic credentials) go with every call as
-metadata; grpcs:// verifies the server against the connection's CA (else the
-system's) and presents its client certificate if it has one.
+Capabilities come first (asked by the first call, never by opening the client):
+the server must offer SHA256 digests; its largest batch sets which blobs go in
+BatchUpdateBlobs/BatchReadBlobs and which through ByteStream (resource names carry
+the instance); whether it takes ActionCache updates is `writable`. Every call has
+a deadline (`Connection.timeout`) and is tried again, a bounded number of times
+(`Connection.retries`), when the server is unavailable, late or busy; after that,
+or on any other error but NOT_FOUND, the call raises RemoteUnavailable and the
+build goes on without the cache. The headers of the connection (a bearer token,
+an API key, Basic credentials) go with every call as metadata; grpcs:// verifies
+the server against the connection's CA (else the system's) and presents its
+client certificate if it has one.
 """
 
 from __future__ import annotations
 
 import base64
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -71,34 +73,41 @@ class GrpcCache(ResultStore):
         self.instance = endpoint.path
         self.where = endpoint.url
         self.stats = RemoteStats()
-        self.writable = False
-        self.batch_limit = _BATCH - _OVERHEAD
         self._metadata = _metadata(connection)
         self._channel = _channel(endpoint, connection)
         self._capabilities = re_grpc.CapabilitiesStub(self._channel)
         self._cas = re_grpc.ContentAddressableStorageStub(self._channel)
         self._ac = re_grpc.ActionCacheStub(self._channel)
         self._bytestream = bs_grpc.ByteStreamStub(self._channel)
-
-    @classmethod
-    def open(cls, endpoint: CacheEndpoint, connection: Connection) -> GrpcCache:
-        """A client whose server's capabilities are known (`ask_capabilities`)."""
-        cache = cls(endpoint, connection)
-        try:
-            cache.ask_capabilities()
-        except BaseException:
-            cache.close()
-            raise
-        return cache
+        self._asking = threading.Lock()
+        self._known: re_pb2.CacheCapabilities | None = None
 
     def close(self) -> None:
         """Close the channel."""
         self._channel.close()
 
-    def ask_capabilities(self) -> None:
-        """Read the server's cache capabilities: SHA256 is required (else
-        RemoteUnavailable: the server cannot hold shipyard's digests), the batch
-        limit and whether ActionCache updates are taken (`writable`)."""
+    @property
+    def writable(self) -> bool:
+        """Whether the server takes ActionCache updates (its capabilities say)."""
+        return self.capabilities().action_cache_update_capabilities.update_enabled
+
+    @property
+    def batch_limit(self) -> int:
+        """The largest total of blob bytes in one batch request: the server's limit (at
+        most gRPC's default message size), less room for the messages around them."""
+        limit = self.capabilities().max_batch_total_size_bytes
+        return (min(limit, _BATCH) if limit > 0 else _BATCH) - _OVERHEAD
+
+    def capabilities(self) -> re_pb2.CacheCapabilities:
+        """The server's cache capabilities, asked by the first call that needs them
+        (opening a client sends nothing). SHA256 is required: a server without it
+        cannot hold shipyard's digests (RemoteUnavailable)."""
+        with self._asking:
+            if self._known is None:
+                self._known = self._ask_capabilities()
+            return self._known
+
+    def _ask_capabilities(self) -> re_pb2.CacheCapabilities:
         request = re_pb2.GetCapabilitiesRequest(instance_name=self.instance)
         found = self._call(
             "GetCapabilities",
@@ -112,14 +121,13 @@ class GrpcCache(ResultStore):
             raise RemoteUnavailable(
                 f"{self.where}: the cache offers the digest functions {offered}, not SHA256"
             )
-        if caps.max_batch_total_size_bytes > 0:
-            self.batch_limit = min(caps.max_batch_total_size_bytes, _BATCH) - _OVERHEAD
-        self.writable = caps.action_cache_update_capabilities.update_enabled
+        return caps
 
     # ResultStore's moves ----------------------------------------------------
 
     def get_result(self, action: re_pb2.Digest) -> re_pb2.ActionResult | None:
         """GetActionResult; None on NOT_FOUND."""
+        self.capabilities()
         request = re_pb2.GetActionResultRequest(
             instance_name=self.instance, action_digest=action, inline_stdout=False
         )
@@ -132,7 +140,7 @@ class GrpcCache(ResultStore):
             )
         except _NotFound:
             return None
-        self.stats.bytes_down += result.ByteSize()
+        self.count(bytes_down=result.ByteSize())
         return result
 
     def put_result(self, action: re_pb2.Digest, result: re_pb2.ActionResult) -> None:
@@ -146,10 +154,11 @@ class GrpcCache(ResultStore):
                 request, timeout=timeout, metadata=self._metadata
             ),
         )
-        self.stats.bytes_up += result.ByteSize()
+        self.count(bytes_up=result.ByteSize())
 
     def missing(self, digests: Sequence[re_pb2.Digest]) -> set[str]:
         """FindMissingBlobs."""
+        self.capabilities()
         request = re_pb2.FindMissingBlobsRequest(
             instance_name=self.instance, blob_digests=list(digests)
         )
@@ -163,21 +172,23 @@ class GrpcCache(ResultStore):
 
     def upload(self, blobs: Sequence[Blob]) -> None:
         """Small blobs in BatchUpdateBlobs requests, large ones through ByteStream Write."""
-        small = [blob for blob in blobs if blob[0].size_bytes <= self.batch_limit]
-        for batch in _batches(small, self.batch_limit):
+        limit = self.batch_limit
+        small = [blob for blob in blobs if blob[0].size_bytes <= limit]
+        for batch in _batches(small, limit):
             self._batch_update(batch)
         for digest, source in blobs:
-            if digest.size_bytes > self.batch_limit:
+            if digest.size_bytes > limit:
                 self._write(digest, source)
 
     def download(self, digests: Sequence[re_pb2.Digest], folder: Path) -> bool:
         """Small blobs by BatchReadBlobs, large ones by ByteStream Read."""
-        small = [(d, Path()) for d in digests if d.size_bytes <= self.batch_limit]
-        for batch in _batches(small, self.batch_limit):
+        limit = self.batch_limit
+        small = [(d, Path()) for d in digests if d.size_bytes <= limit]
+        for batch in _batches(small, limit):
             if not self._batch_read([digest for digest, _ in batch], folder):
                 return False
         for digest in digests:
-            if digest.size_bytes > self.batch_limit:
+            if digest.size_bytes > limit:
                 try:
                     self._read(digest, folder / digest.hash)
                 except _NotFound:
@@ -204,7 +215,7 @@ class GrpcCache(ResultStore):
                     f"{self.where}: BatchUpdateBlobs: blob {answer.digest.hash} was refused "
                     f"(code {answer.status.code}: {answer.status.message})"
                 )
-        self.stats.bytes_up += sum(len(r.data) for r in requests)
+        self.count(bytes_up=sum(len(r.data) for r in requests))
 
     def _batch_read(self, digests: Sequence[re_pb2.Digest], folder: Path) -> bool:
         request = re_pb2.BatchReadBlobsRequest(instance_name=self.instance, digests=digests)
@@ -225,7 +236,7 @@ class GrpcCache(ResultStore):
                     f"(code {answer.status.code}: {answer.status.message})"
                 )
             (folder / digest.hash).write_bytes(answer.data)  # checked as it is put in place
-            self.stats.bytes_down += len(answer.data)
+            self.count(bytes_down=len(answer.data))
         return True
 
     def _resource(self, digest: re_pb2.Digest, upload: bool = False) -> str:
@@ -251,7 +262,7 @@ class GrpcCache(ResultStore):
                         break
             return min(total, digest.size_bytes + 1)
 
-        self.stats.bytes_down += self._call("ByteStream.Read", attempt, digest.size_bytes)
+        self.count(bytes_down=self._call("ByteStream.Read", attempt, digest.size_bytes))
 
     def _write(self, digest: re_pb2.Digest, source: bytes | Path) -> None:
         """ByteStream Write of one blob, in chunks."""
@@ -280,7 +291,7 @@ class GrpcCache(ResultStore):
             ),
             digest.size_bytes,
         )
-        self.stats.bytes_up += digest.size_bytes
+        self.count(bytes_up=digest.size_bytes)
 
     def _call(self, op: str, attempt: Callable[[float], _T], size: int = 0) -> _T:
         """`attempt(deadline)`, tried again on UNAVAILABLE, DEADLINE_EXCEEDED,
@@ -289,7 +300,7 @@ class GrpcCache(ResultStore):
         timeout = self.connection.timeout + size / _STREAM_RATE
         tries = self.connection.retries + 1
         for tried in range(1, tries + 1):
-            self.stats.calls += 1
+            self.count(calls=1)
             try:
                 return attempt(timeout)
             except grpc.RpcError as exc:

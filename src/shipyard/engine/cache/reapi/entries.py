@@ -16,6 +16,7 @@ import abc
 import dataclasses
 import logging
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,12 +45,23 @@ class ResultStore(abc.ABC):
     """An OutputCache over ActionResults and CAS blobs; a protocol fills in the moves.
 
     `where` names the server (and instance) in warnings; `stats` counts what was
-    done; `writable` is False for a server that refuses ActionResult updates.
+    done (`count` adds to it from any thread).
     """
 
     where: str
     stats: RemoteStats
-    writable: bool
+    _counting = threading.Lock()
+
+    @property
+    def writable(self) -> bool:
+        """False for a server that takes no ActionResult updates (nothing is stored)."""
+        return True
+
+    def count(self, **amounts: int) -> None:
+        """Add `amounts` to the counters of `stats` (actions run on several threads)."""
+        with self._counting:
+            for name, amount in amounts.items():
+                setattr(self.stats, name, getattr(self.stats, name) + amount)
 
     @abc.abstractmethod
     def get_result(self, action: re_pb2.Digest) -> re_pb2.ActionResult | None:
@@ -81,13 +93,13 @@ class ResultStore(abc.ABC):
         try:
             result = self.get_result(action)
             if result is None:
-                self.stats.misses += 1
+                self.count(misses=1)
                 return None
             files = result_files(result, declared or Declared.dist())
             with _scratch(repo) as tmp:
                 unique = {f.sha256: re_pb2.Digest(hash=f.sha256, size_bytes=f.size) for f in files}
                 if not self.download(list(unique.values()), Path(tmp)):
-                    self.stats.misses += 1
+                    self.count(misses=1)
                     return None
                 placed = [dataclasses.replace(f, source=Path(tmp) / f.sha256) for f in files]
                 restored, _ = place_files(repo, placed)
@@ -98,9 +110,9 @@ class ResultStore(abc.ABC):
                 key,
                 exc,
             )
-            self.stats.misses += 1
+            self.count(misses=1)
             return None
-        self.stats.hits += 1
+        self.count(hits=1)
         return restored
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
@@ -120,7 +132,7 @@ class ResultStore(abc.ABC):
         wanted = self.missing([digest for digest, _ in blobs.values()])
         self.upload([blob for sha256, blob in blobs.items() if sha256 in wanted])
         self.put_result(messages.digest, action_result(outputs, repo))
-        self.stats.stored += 1
+        self.count(stored=1)
 
 
 def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:

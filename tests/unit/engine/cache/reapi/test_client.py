@@ -40,14 +40,17 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_a_server_that_is_not_there_is_remote_unavailable_after_the_retries() -> None:
+def test_a_server_that_is_not_there_is_remote_unavailable_after_the_retries(
+    tmp_path: Path,
+) -> None:
     endpoint = parse_endpoint(f"grpc://127.0.0.1:{_closed_port()}/main")
+    cache = open_grpc_cache(endpoint, Connection(timeout=2.0, retries=2))
+    assert cache.stats.calls == 0  # opening the client sends nothing
     started = time.monotonic()
-    with pytest.raises(
-        RemoteUnavailable, match=r"GetCapabilities: UNAVAILABLE .* after 3 attempts"
-    ):
-        open_grpc_cache(endpoint, Connection(timeout=2.0, retries=2))
-    assert time.monotonic() - started < 10
+    with pytest.raises(RemoteUnavailable, match=r"GetCapabilities: UNAVAILABLE .* 3 attempts"):
+        cache.restore("key", tmp_path)
+    assert time.monotonic() - started < 10 and cache.stats.calls == 3
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").iterdir())
 
 
 def test_a_client_certificate_without_its_key_is_a_usage_error(tmp_path: Path) -> None:

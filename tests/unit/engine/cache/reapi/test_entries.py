@@ -21,9 +21,13 @@ class _Memory(ResultStore):
     def __init__(self) -> None:
         self.where = "memory://"
         self.stats = RemoteStats()
-        self.writable = True
+        self.updates = True
         self.results: dict[str, bytes] = {}
         self.blobs: dict[str, bytes] = {}
+
+    @property
+    def writable(self) -> bool:
+        return self.updates
 
     def get_result(self, action: re_pb2.Digest) -> re_pb2.ActionResult | None:
         data = self.results.get(action.hash)
@@ -92,6 +96,6 @@ def test_a_blob_with_other_bytes_is_a_miss_with_a_warning_and_nothing_written(
 
 def test_a_server_that_takes_no_updates_is_not_written(tmp_path: Path) -> None:
     store = _Memory()
-    store.writable = False
+    store.updates = False
     store.store("key", _built(tmp_path), tmp_path)
     assert store.results == {} and store.blobs == {} and store.stats.stored == 0
