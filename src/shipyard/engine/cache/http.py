@@ -35,10 +35,10 @@ from shipyard.engine.cache.endpoint import (
     RemoteStats,
     RemoteUnavailable,
 )
+from shipyard.engine.cache.reapi import client_certificate
 from shipyard.engine.cache.reapi.entries import Blob, ResultStore
 from shipyard.engine.cache.reapi.results import parsed_result
 from shipyard.engine.cache.reapi.stubs import re_pb2
-from shipyard.errors import UsageError
 
 __all__ = ["HttpCache", "open_http_cache"]
 
@@ -62,13 +62,9 @@ class HttpCache(ResultStore):
         self._headers = dict(connection.headers)
         self._auth = connection.basic
         session = requests.Session()
-        if connection.cert_file is not None or connection.key_file is not None:
-            if connection.cert_file is None or connection.key_file is None:
-                raise UsageError(
-                    "a client certificate needs both SHIPYARD_CACHE_CERT and "
-                    "SHIPYARD_CACHE_KEY (PEM files); set both or neither"
-                )
-            session.cert = (str(connection.cert_file), str(connection.key_file))
+        pair = client_certificate(connection)
+        if pair is not None:
+            session.cert = (str(pair[0]), str(pair[1]))
         self._client = Client(
             endpoint.host,
             where=endpoint.url,

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING
 from shipyard.errors import UsageError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from shipyard.engine.cache.endpoint import CacheEndpoint, Connection
     from shipyard.engine.cache.reapi.client import GrpcCache
 
-__all__ = ["EXTRA_HINT", "extra_needed", "open_grpc_cache"]
+__all__ = ["EXTRA_HINT", "client_certificate", "extra_needed", "open_grpc_cache"]
 
 EXTRA_HINT = "pip install 'shipyard[remote]'"
 
@@ -39,6 +41,20 @@ def extra_needed(url: str, what: str) -> Iterator[None]:
             f"--cache={url}: {what} needs the optional dependencies gRPC and protobuf "
             f"(missing: {exc.name or exc}); install them with {EXTRA_HINT}"
         ) from None
+
+
+def client_certificate(connection: Connection) -> tuple[Path, Path] | None:
+    """The client certificate and its key for mutual TLS, None without one; UsageError
+    (exit 2) when only one of the two files is given."""
+    cert, key = connection.cert_file, connection.key_file
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise UsageError(
+            "a client certificate needs both SHIPYARD_CACHE_CERT and SHIPYARD_CACHE_KEY "
+            "(PEM files); set both or neither"
+        )
+    return cert, key
 
 
 def open_grpc_cache(endpoint: CacheEndpoint, connection: Connection) -> GrpcCache:

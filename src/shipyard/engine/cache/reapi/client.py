@@ -36,9 +36,9 @@ from shipyard.engine.cache.endpoint import (
     RemoteStats,
     RemoteUnavailable,
 )
+from shipyard.engine.cache.reapi import client_certificate
 from shipyard.engine.cache.reapi.entries import Blob, ResultStore
 from shipyard.engine.cache.reapi.stubs import bs_pb2, re_pb2
-from shipyard.errors import UsageError
 
 __all__ = ["GrpcCache"]
 
@@ -389,14 +389,10 @@ def _channel(endpoint: CacheEndpoint, connection: Connection) -> grpc.Channel:
     ]
     if not endpoint.tls:
         return grpc.insecure_channel(endpoint.host, options=options)
-    if (connection.cert_file is None) != (connection.key_file is None):
-        raise UsageError(
-            "a client certificate needs both SHIPYARD_CACHE_CERT and SHIPYARD_CACHE_KEY "
-            "(PEM files); set both or neither"
-        )
+    pair = client_certificate(connection)
     credentials = grpc.ssl_channel_credentials(
         root_certificates=connection.ca_file.read_bytes() if connection.ca_file else None,
-        private_key=connection.key_file.read_bytes() if connection.key_file else None,
-        certificate_chain=connection.cert_file.read_bytes() if connection.cert_file else None,
+        private_key=pair[1].read_bytes() if pair else None,
+        certificate_chain=pair[0].read_bytes() if pair else None,
     )
     return grpc.secure_channel(endpoint.host, credentials, options=options)
