@@ -210,7 +210,11 @@ def running_buildgrid(
 
 
 def _nginx_config(
-    folder: Path, port: int, tls: TlsFiles | None, users: dict[str, str] | None
+    folder: Path,
+    port: int,
+    tls: TlsFiles | None,
+    users: dict[str, str] | None,
+    headers: dict[str, str] | None,
 ) -> str:
     listen = f"listen 127.0.0.1:{port}{' ssl' if tls else ''};"
     certs = f"ssl_certificate {tls.cert}; ssl_certificate_key {tls.key};" if tls else ""
@@ -222,6 +226,9 @@ def _nginx_config(
         lines = "".join(f"{user}:{{PLAIN}}{password}\n" for user, password in users.items())
         (folder / "htpasswd").write_text(lines, encoding="utf-8")
         auth = f'auth_basic "cache"; auth_basic_user_file {folder / "htpasswd"};'
+    for name, value in (headers or {}).items():  # e.g. a bearer token, an API key
+        variable = "$http_" + name.lower().replace("-", "_")
+        auth += f' if ({variable} != "{value}") {{ return 401; }}'
     temps = " ".join(
         f"{name}_temp_path {folder / 'tmp' / name};"
         for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
@@ -260,15 +267,17 @@ def running_nginx(
     prefix: str = "cache",
     tls: TlsFiles | None = None,
     users: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Iterator[CacheServer]:
     """nginx with WebDAV serving the HTTP cache protocol under `/prefix` on a free
-    127.0.0.1 port (with Basic authentication for `users`), stopped at the end."""
+    127.0.0.1 port (with Basic authentication for `users`; answering 401 to a request
+    without each of `headers`), stopped at the end."""
     nginx = nginx_binary()
     for name in ("data", "tmp"):
         (folder / name).mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = folder / "nginx.conf"
-    config.write_text(_nginx_config(folder, port, tls, users), encoding="utf-8")
+    config.write_text(_nginx_config(folder, port, tls, users, headers), encoding="utf-8")
     log = folder / "error.log"
     scheme = "https" if tls else "http"
     try:

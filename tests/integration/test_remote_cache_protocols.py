@@ -158,3 +158,20 @@ def test_http_basic_credentials_come_from_the_environment(origin: Path, tmp_path
         second = clone(origin, tmp_path / "second")
         _build(second, tmp_path / "cache-second", server.url, **env)
     assert set(_statuses(second).values()) == {"cached"}
+
+
+def test_http_token_and_api_key_headers_come_from_the_environment(
+    origin: Path, tmp_path: Path
+) -> None:
+    wanted = {"authorization": "Bearer t0ken", "x-api-key": "k3y"}
+    with running_nginx(tmp_path / "server", headers=wanted) as server:
+        without = Connection(timeout=5.0, retries=0)
+        with pytest.raises(RemoteUnavailable, match=r"HTTP 401.*SHIPYARD_CACHE_TOKEN"):
+            open_remote(parse_endpoint(server.url), without).restore("key", tmp_path / "x")
+        env = {"SHIPYARD_CACHE_TOKEN": "t0ken", "SHIPYARD_CACHE_HEADERS": "x-api-key=k3y"}
+        first = clone(origin, tmp_path / "first")
+        _build(first, tmp_path / "cache-first", server.url, **env)
+        assert any(server.blobs.iterdir()), "nothing was stored"
+        second = clone(origin, tmp_path / "second")
+        _build(second, tmp_path / "cache-second", server.url, **env)
+    assert set(_statuses(second).values()) == {"cached"}
