@@ -75,6 +75,18 @@ def _build(root: Path, cache_dir: Path, url: str, **env: str) -> tuple[float, st
     return took, done.stderr
 
 
+def _shared(origin: Path, tmp_path: Path, server: CacheServer, **env: str) -> None:
+    """A build in one clone, then one in a clean clone with an empty local cache, both
+    with `env`: the second restores every output of the first and builds nothing."""
+    first = clone(origin, tmp_path / "first")
+    _build(first, tmp_path / "cache-first", server.url, **env)
+    assert any(server.blobs.iterdir()), "nothing was stored"
+    second = clone(origin, tmp_path / "second")
+    _build(second, tmp_path / "cache-second", server.url, **env)
+    assert set(_statuses(second).values()) == {"cached"}
+    assert _outputs(second) == _outputs(first)
+
+
 @pytest.fixture(params=sorted(SERVERS))
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CacheServer]:
     """Each protocol's server, plain."""
@@ -140,24 +152,14 @@ def test_mutual_tls_with_the_files_from_the_environment(
             "SHIPYARD_CACHE_CERT": str(client_cert),
             "SHIPYARD_CACHE_KEY": str(client_key),
         }
-        first = clone(origin, tmp_path / "first")
-        _build(first, tmp_path / "cache-first", server.url, **env)
-        second = clone(origin, tmp_path / "second")
-        _build(second, tmp_path / "cache-second", server.url, **env)
-    assert set(_statuses(second).values()) == {"cached"}
-    assert _outputs(second) == _outputs(first)
+        _shared(origin, tmp_path, server, **env)
 
 
 def test_http_basic_credentials_come_from_the_environment(origin: Path, tmp_path: Path) -> None:
     users = {"ci": "s3cret"}
     with running_nginx(tmp_path / "server", users=users) as server:
         env = {"SHIPYARD_CACHE_USER": "ci", "SHIPYARD_CACHE_PASSWORD": "s3cret"}
-        first = clone(origin, tmp_path / "first")
-        _build(first, tmp_path / "cache-first", server.url, **env)
-        assert any(server.blobs.iterdir()), "nothing was stored"
-        second = clone(origin, tmp_path / "second")
-        _build(second, tmp_path / "cache-second", server.url, **env)
-    assert set(_statuses(second).values()) == {"cached"}
+        _shared(origin, tmp_path, server, **env)
 
 
 def test_http_token_and_api_key_headers_come_from_the_environment(
@@ -169,9 +171,4 @@ def test_http_token_and_api_key_headers_come_from_the_environment(
         with pytest.raises(RemoteUnavailable, match=r"HTTP 401.*SHIPYARD_CACHE_TOKEN"):
             open_remote(parse_endpoint(server.url), without).restore("key", tmp_path / "x")
         env = {"SHIPYARD_CACHE_TOKEN": "t0ken", "SHIPYARD_CACHE_HEADERS": "x-api-key=k3y"}
-        first = clone(origin, tmp_path / "first")
-        _build(first, tmp_path / "cache-first", server.url, **env)
-        assert any(server.blobs.iterdir()), "nothing was stored"
-        second = clone(origin, tmp_path / "second")
-        _build(second, tmp_path / "cache-second", server.url, **env)
-    assert set(_statuses(second).values()) == {"cached"}
+        _shared(origin, tmp_path, server, **env)
