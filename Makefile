@@ -18,7 +18,7 @@ $(BIN)/shipyard: pyproject.toml
 	  || { echo "installing python3-venv (needs root)"; apt-get update -qq && apt-get install -y -qq python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,remote]'
 	@touch $@
 
 BASE = .shipyard/base/python-3.11/index.json

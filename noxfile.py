@@ -24,11 +24,13 @@ SERVICE_VARS = (
     "SHIPYARD_BASE_IMAGE",
     "SHIPYARD_BASE_LAYOUT",
     "DOCKER_HOST",
+    "SHIPYARD_BUILDGRID",
+    "SHIPYARD_NGINX",
 )
 
 
 def _install(session: nox.Session) -> None:
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,remote]")
 
 
 def _lint(session: nox.Session) -> None:

@@ -10,6 +10,8 @@
 #     flavours of it for image variants: `distroless` (python3-minimal and its
 #     libraries, no shell, no package manager) and `debug` (the base plus
 #     busybox and its applets),
+#   * installed, not started: the shared-cache servers of the remote cache tests,
+#     BuildGrid 0.4.4 in its own virtual environment and Debian's nginx (WebDAV),
 # then write .shipyard/services.env for the tests and the tools.
 #
 # Idempotent: every step checks first and does nothing when already done.
@@ -24,6 +26,7 @@
 #   SHIPYARD_DEBIAN_SOURCES  apt sources file (.list or .sources) for mmdebstrap
 #                            (default: derived from the host's apt sources)
 #   SHIPYARD_WAIT_SECONDS    how long to wait for dockerd / the registry (60)
+#   SHIPYARD_BUILDGRID_VENV  BuildGrid's virtual environment   (/opt/buildgrid-venv)
 #   SOURCE_DATE_EPOCH        timestamp for the base image files      (1704067200)
 set -euo pipefail
 
@@ -58,7 +61,11 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}
 export DOCKER_HOST=unix:///var/run/docker.sock
 export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(docker.io docker-registry skopeo qemu-user-static binfmt-support mmdebstrap
-          python3-venv curl)
+          python3-venv curl nginx-core)
+# BuildGrid, the Remote Execution API server of the remote cache tests: it installs on
+# Python 3.11 only up to 0.4.x, so a pinned release in its own virtual environment.
+BUILDGRID_VERSION=0.4.4
+BUILDGRID_VENV=${SHIPYARD_BUILDGRID_VENV:-/opt/buildgrid-venv}
 
 START=$SECONDS
 log() { printf 'services: %s\n' "$*"; }
@@ -771,6 +778,27 @@ done
 BASE_LAYOUT=$(flavour_layout "")
 
 # ---------------------------------------------------------------------------
+# 6b. Shared-cache servers (installed here; the remote cache tests start their own
+#     on free 127.0.0.1 ports: tests/integration/cacheservers.py)
+# ---------------------------------------------------------------------------
+buildgrid_version() {
+    "$BUILDGRID_VENV/bin/python" -c \
+        'import importlib.metadata as m; print(m.version("buildgrid"))' 2>/dev/null
+}
+if [ "$(buildgrid_version)" = "$BUILDGRID_VERSION" ] && [ -x "$BUILDGRID_VENV/bin/bgd" ]; then
+    log "BuildGrid $BUILDGRID_VERSION present in $BUILDGRID_VENV"
+else
+    log "installing BuildGrid $BUILDGRID_VERSION into its own virtual environment $BUILDGRID_VENV"
+    rm -rf "$BUILDGRID_VENV"
+    "$PY" -m venv "$BUILDGRID_VENV"
+    "$BUILDGRID_VENV/bin/python" -m pip install -q "buildgrid==$BUILDGRID_VERSION" </dev/null
+    [ "$(buildgrid_version)" = "$BUILDGRID_VERSION" ] || die "BuildGrid did not install"
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+"$NGINX" -V 2>&1 | grep -q -- '--with-http_dav_module' \
+    || die "$NGINX has no WebDAV module (http_dav_module): install Debian's nginx-core"
+
+# ---------------------------------------------------------------------------
 # 7. services.env
 # ---------------------------------------------------------------------------
 mkdir -p "$(dirname "$SERVICES_ENV")"
@@ -783,6 +811,8 @@ SHIPYARD_BASE_DISTROLESS_LAYOUT=$(flavour_layout distroless)
 SHIPYARD_BASE_DEBUG=$BASE_IMAGE-debug
 SHIPYARD_BASE_DEBUG_LAYOUT=$(flavour_layout debug)
 DOCKER_HOST=$DOCKER_HOST
+SHIPYARD_BUILDGRID=$BUILDGRID_VENV/bin/bgd
+SHIPYARD_NGINX=$NGINX
 EOF
 mv "$SERVICES_ENV.tmp" "$SERVICES_ENV"
 log "wrote $SERVICES_ENV"

@@ -22,8 +22,15 @@ import pytest
 from tests.tiny import OFFLINE, make_repo, shipyard
 
 REPO = Path(__file__).resolve().parents[3]
-HEAVY = ("shipyard.builders", "shipyard.oci", "shipyard._http", "shipyard.release")
-HEAVY_TOP = ("docker", "requests")
+HEAVY = (
+    "shipyard.builders",
+    "shipyard.oci",
+    "shipyard._http",
+    "shipyard.release",
+    "shipyard.engine.cache.reapi",  # the remote cache clients load for --cache alone
+    "shipyard.engine.cache.http",
+)
+HEAVY_TOP = ("docker", "requests", "grpc", "google", "buildgrid")  # google: protobuf
 # Pure parsing the manifest validator shares with the key and the loader (image.base,
 # issue 13): no I/O, no HTTP, no credentials.
 LIGHT = {

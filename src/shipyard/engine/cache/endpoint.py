@@ -181,5 +181,12 @@ def open_remote(endpoint: CacheEndpoint, connection: Connection) -> OutputCache:
         from shipyard.oci.remote.push import default_registry
 
         return RemoteCache(default_registry(endpoint.host), endpoint.path)
-    # The HTTP cache protocol and the Remote Execution API are being built (issue 29).
-    raise UsageError(f"--cache={endpoint.url}: {endpoint.scheme}:// caches are not supported yet")
+    from shipyard.engine.cache.reapi import extra_needed, open_grpc_cache
+
+    if endpoint.scheme in ("grpc", "grpcs"):
+        return open_grpc_cache(endpoint, connection)
+    # An HTTP cache's /ac/ entries are REAPI ActionResults: protobuf, the `remote` extra.
+    with extra_needed(endpoint.url, "the HTTP cache protocol"):
+        from shipyard.engine.cache.http import open_http_cache
+
+    return open_http_cache(endpoint, connection)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, parse_endpoint
+from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, open_remote, parse_endpoint
 from shipyard.errors import UsageError
 
 
@@ -81,3 +82,20 @@ def test_a_bad_variable_is_named(variable: str, value: str, message: str) -> Non
     with pytest.raises(UsageError, match=variable) as caught:
         Connection.from_env({variable: value})
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["grpc://127.0.0.1:1/main", "http://127.0.0.1:1/cache"])
+def test_without_the_remote_extra_a_cache_url_says_what_to_install(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gRPC client and the HTTP one (whose /ac/ entries are protobuf) need the
+    `remote` extra: without it, exit 2 and the install command, no traceback."""
+    for name in list(sys.modules):
+        if name.startswith(
+            ("buildgrid", "shipyard.engine.cache.reapi.", "shipyard.engine.cache.http")
+        ):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "buildgrid", None)  # as if not installed
+    with pytest.raises(UsageError, match=r"pip install 'shipyard\[remote\]'") as caught:
+        open_remote(parse_endpoint(url), Connection())
+    assert caught.value.exit_code == 2 and f"--cache={url}" in str(caught.value)
