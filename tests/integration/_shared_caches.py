@@ -11,7 +11,9 @@ their own starters once they exist, each returning a `CacheServer` with:
 - `entries()`: the action keys the server holds (to show nothing was written);
 - `stop()`: stop the server for good (a server gone mid-build);
 - `slow(seconds)`: a context giving the URL of the same cache whose every answer
-  comes after `seconds` (None when the protocol has no such proxy yet).
+  comes after `seconds` (None when the protocol has no such proxy yet);
+- `read_only()`: a context giving the URL of the same cache on a server that
+  takes no writes, and the environment a client needs there (None: not yet).
 """
 
 from __future__ import annotations
@@ -28,7 +30,14 @@ import pytest
 from shipyard.oci.remote.registry import NotFound, Registry
 from tests.integration.conftest import require_services
 from tests.integration.faultproxy import running_proxy
-from tests.integration.registries import registry_binary, running_registry
+from tests.integration.registries import (
+    PASSWORD,
+    USER,
+    TokenIssuer,
+    registry_binary,
+    running_registry,
+    running_token_server,
+)
 
 __all__ = ["STARTERS", "CacheServer", "Starter", "cache_server", "missing", "registry_cache"]
 
@@ -42,6 +51,7 @@ class CacheServer:
     entries: Callable[[], set[str]]
     stop: Callable[[], None]
     slow: Callable[[float], AbstractContextManager[str]] | None = None
+    read_only: Callable[[], AbstractContextManager[tuple[str, dict[str, str]]]] | None = None
     log: Path | None = None
 
 
@@ -70,8 +80,25 @@ def registry_cache(folder: Path) -> Iterator[CacheServer]:
             with running_proxy(registry.host, **options) as proxy:
                 yield f"oci://{proxy.host}/{repository}"
 
+        @contextmanager
+        def read_only() -> Iterator[tuple[str, dict[str, str]]]:
+            # A second registry on the same storage, behind docker's token auth with
+            # an issuer that grants pulls only: pushes are refused (HTTP 401).
+            view = folder / "read-only"
+            view.mkdir()
+            (folder / "data").mkdir(exist_ok=True)
+            (view / "data").symlink_to(folder / "data")
+            issuer = TokenIssuer(view, USER, PASSWORD)
+            issuer.allowed = {"pull"}
+            with (
+                running_token_server(issuer) as realm,
+                running_registry(view, token=(issuer, realm)) as pulls_only,
+            ):
+                env = {"SHIPYARD_CACHE_USER": USER, "SHIPYARD_CACHE_PASSWORD": PASSWORD}
+                yield f"oci://{pulls_only.host}/{repository}", env
+
         url = f"oci://{registry.host}/{repository}"
-        yield CacheServer("oci", url, entries, server.close, slow, registry.log)
+        yield CacheServer("oci", url, entries, server.close, slow, read_only, registry.log)
 
 
 def _registry_missing() -> str | None:

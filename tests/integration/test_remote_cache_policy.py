@@ -11,7 +11,9 @@ builds the example suite's wheels and zipapps in clean clones:
 - `--cache-mode=read-only`: hits are restored, nothing is written (the server's
   entries before and after are the same);
 - `--cache-mode=write-only`: nothing is restored, even what the server holds, and
-  everything built is stored.
+  everything built is stored;
+- a server that takes no writes (a registry granting pulls only): read, never
+  written, one note.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = ["cache_server"]  # the fixture the tests take, imported for pytest to
 pytestmark = pytest.mark.integration
 
 SELECTION = ("--target=standard", "--output=wheel,zipapp")
+ONE = ("--binary=echo", "--output=wheel,zipapp")  # a subset of SELECTION: echo's actions
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,7 @@ def test_read_only_restores_hits_and_writes_nothing(
     filled = shipyard(
         filler,
         "build",
-        *SELECTION,
-        "--binary=echo",
+        *ONE,
         f"--cache-dir={tmp_path / 'filler-cache'}",
         f"--cache={cache_server.url}",
     )
@@ -177,6 +179,7 @@ def test_read_only_restores_hits_and_writes_nothing(
     assert remote["mode"] == "read-only" and remote["stored"] == 0 and remote["bytes_up"] == 0
     cached = list(statuses(root).values()).count("cached")
     assert remote["hits"] == len(before) == cached
+    assert 0 < cached < len(statuses(root)), "some restored, the rest built"
     assert warnings(done.stderr) == []
 
 
@@ -197,3 +200,29 @@ def test_write_only_restores_nothing_even_when_present(
     assert (remote["hits"], remote["misses"], remote["bytes_down"]) == (0, 0, 0)
     assert remote["stored"] == len(statuses(root))
     assert cache_server.entries() == held
+
+
+def test_a_server_that_takes_no_writes_is_read_and_noted_once(
+    suite: Suite, cache_server: CacheServer, tmp_path: Path
+) -> None:
+    if cache_server.read_only is None:
+        pytest.skip(f"no read-only server for {cache_server.protocol}:// yet")
+    filler = clone(suite.origin, tmp_path / "filler")
+    cache = f"--cache-dir={tmp_path / 'filler-cache'}"
+    filled = shipyard(filler, "build", *ONE, cache, f"--cache={cache_server.url}")
+    assert filled.returncode == 0, filled.stderr
+    held = cache_server.entries()
+    assert held
+    with cache_server.read_only() as (url, env):
+        root, done = build(suite, tmp_path / "repo", url, **env)
+    assert done.returncode == 0, done.stderr
+    assert outputs(root) == suite.outputs
+    assert cache_server.entries() == held
+    assert warnings(done.stderr) == []
+    notes = [line for line in done.stderr.splitlines() if line.startswith("shipyard: note:")]
+    assert len(notes) == 1 and "takes no writes" in notes[0], done.stderr
+    remote = report(root)["cache"]["remote"]
+    assert remote["mode"] == "read-write" and remote["read_only_server"] is True
+    assert remote["stored"] == 0 and remote["hits"] == len(held) and remote["disabled"] is None
+    assert len(held) < len(statuses(root)), "some actions were built, and not stored"
+    assert "the server takes no writes" in done.stderr
