@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import stat
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard import _json
-from shipyard._fs import TEMP_PREFIX
+from shipyard._fs import TEMP_PREFIX, sha256_file
 from shipyard._http.errors import RemoteError
 from shipyard._http.retry import RetryPolicy
 from shipyard.artifacts import Artifact
@@ -122,6 +124,7 @@ class RemoteCache:
     writable: bool = True
     _counts: RemoteStats = field(default_factory=RemoteStats, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _files: dict[str, Path] = field(default_factory=dict, repr=False)  # sha256 -> a file
 
     @property
     def stats(self) -> RemoteStats:
@@ -173,23 +176,17 @@ class RemoteCache:
             with _scratch(repo) as tmp:
                 pulled: list[PlacedFile] = []
                 for layer in layers:
-                    blob = Path(tmp) / layer.sha256
-                    try:
-                        self.registry.pull_blob(
-                            self.repository, f"sha256:{layer.sha256}", blob, size=layer.size
-                        )
-                    except NotFound:
+                    known = self._known(layer.sha256, layer.size)
+                    blob = known or Path(tmp) / layer.sha256
+                    if known is None and not self._pull(layer, blob):
                         return None
-                    except RegistryError as exc:
-                        if _unreachable(exc):
-                            raise _unavailable(exc) from exc
-                        raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
                     pulled.append(
                         PlacedFile(
                             blob, layer.parts, layer.sha256, layer.size, layer.mode, layer.about
                         )
                     )
                 restored, _ = place_files(repo, pulled)
+                self._remember(restored)
         except RefusedEntry as exc:
             _log.warning(
                 "remote cache entry %s/%s:%s ignored: %s; building the action instead",
@@ -200,6 +197,40 @@ class RemoteCache:
             )
             return None
         return restored
+
+    def _pull(self, layer: PlacedFile, blob: Path) -> bool:
+        """Download `layer`'s blob to `blob`; False when the registry lost it."""
+        try:
+            self.registry.pull_blob(
+                self.repository, f"sha256:{layer.sha256}", blob, size=layer.size
+            )
+        except NotFound:
+            return False
+        except RegistryError as exc:
+            if _unreachable(exc):
+                raise _unavailable(exc) from exc
+            raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
+        return True
+
+    def _known(self, sha256: str, size: int) -> Path | None:
+        """A file this client restored or stored in this build that still holds these
+        bytes (image variants share their base layers), to copy instead of
+        downloading again; `place_files` checks them once more as it copies."""
+        with self._lock:
+            path = self._files.get(sha256)
+        if path is None:
+            return None
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size == size and sha256_file(path) == sha256:
+                return path
+        except OSError:
+            pass
+        return None
+
+    def _remember(self, artifacts: tuple[Artifact, ...]) -> None:
+        with self._lock:
+            self._files.update((a.sha256, a.path) for a in artifacts)
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Push the output blobs, an empty config, then the manifest tagged `key`.
@@ -216,6 +247,7 @@ class RemoteCache:
         except RegistryError as exc:
             raise _unavailable(exc) from exc
         self._count(stored=1)
+        self._remember(outputs)
 
     def _store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         config = Descriptor.of(mediatypes.OCI_EMPTY, _EMPTY)

@@ -13,7 +13,7 @@ from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import Declared
 from shipyard.engine.cache.endpoint import RemoteUnavailable
 from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache, _layer, _layers
-from shipyard.oci.model import Descriptor, artifact_manifest_json
+from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
 from tests.unit._fake_registry import FakeRegistry, client, errors, fake, sleeps
 
 __all__ = ["fake", "sleeps"]  # fixtures the tests take, imported for pytest to find
@@ -114,3 +114,38 @@ def test_a_blob_with_other_bytes_is_a_miss_not_an_unavailable_server(
     stats = cache.stats
     assert (stats.hits, stats.misses) == (0, 1)
     assert stats.bytes_down >= len(manifest) + 5
+
+
+def test_a_blob_restored_once_is_copied_not_downloaded_again(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    """Image variants share base layers: two entries naming one blob download it once;
+    the second copy is checked against its digest as any restore is."""
+    artifact = _stored_artifact(tmp_path / "made")
+    config = Descriptor.of("application/vnd.oci.empty.v1+json", b"{}")
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    layer = _layer(artifact, tmp_path / "made")
+    title = {"org.opencontainers.image.title": "dist/b.whl"}
+    other = Descriptor(
+        layer.media_type,
+        layer.digest,
+        layer.size,
+        annotations=as_annotations({**dict(layer.annotations), **title}),
+    )
+    for key, entry in (("one", layer), ("two", other)):
+        manifest = artifact_manifest_json(ARTIFACT_TYPE, config, [entry])
+        fake.route("GET", f"/v2/cache/manifests/{key}", (200, media, manifest))
+    fake.route("GET", f"/v2/cache/blobs/{layer.digest}", (200, {}, b"wheel"))
+    registry, _ = client(fake, sleeps)
+    cache = RemoteCache(registry, "cache")
+    repo = tmp_path / "repo"
+    (first,) = cache.restore("one", repo) or ()
+    (second,) = cache.restore("two", repo) or ()
+    assert second.path == repo / "dist" / "b.whl" and second.path.read_bytes() == b"wheel"
+    assert fake.count("GET", f"/v2/cache/blobs/{layer.digest}") == 1
+    assert cache.stats.hits == 2
+    second.path.write_bytes(b"WHEEL")  # same size, other bytes: downloaded again
+    first.path.unlink()
+    (again,) = cache.restore("one", repo) or ()
+    assert again.path.read_bytes() == b"wheel"
+    assert fake.count("GET", f"/v2/cache/blobs/{layer.digest}") == 2
