@@ -1,19 +1,22 @@
-"""Sharded builds on separate machines sharing a registry-backed cache, then a merge."""
+"""Sharded builds on separate machines sharing a cache, then a merge: through each
+protocol's server (`_shared_caches.STARTERS`: a registry of the test's own now, the
+Remote Execution API and HTTP cache servers joining there)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
 from shipyard.stamp import read_stamp
 from tests.integration._repo import clone, copy_worktree, shipyard
-from tests.integration.conftest import Services
+from tests.integration._shared_caches import CacheServer, cache_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.requires("registry")]
+__all__ = ["cache_server"]  # the fixture the tests take, imported for pytest to find
+
+pytestmark = pytest.mark.integration
 
 
 def _wheels(root: Path) -> dict[str, str]:
@@ -28,9 +31,11 @@ def _statuses(root: Path) -> dict[str, str]:
     return {a["id"]: a["status"] for a in report["actions"]}
 
 
-def test_two_shards_then_a_merge_that_builds_nothing(tmp_path: Path, services: Services) -> None:
+def test_two_shards_then_a_merge_that_builds_nothing(
+    tmp_path: Path, cache_server: CacheServer
+) -> None:
     origin = copy_worktree(tmp_path / "origin")
-    remote = f"--cache=oci://{services.registry}/shipyard-cache/{uuid.uuid4().hex[:12]}"
+    remote = f"--cache={cache_server.url}"
     single = clone(origin, tmp_path / "single")
     selection = ("--target=standard", "--output=wheel,zipapp")
     done = shipyard(single, "build", *selection, f"--cache-dir={tmp_path / 'single-cache'}")
@@ -55,6 +60,9 @@ def test_two_shards_then_a_merge_that_builds_nothing(tmp_path: Path, services: S
     assert set(statuses.values()) == {"cached"}, statuses
     assert set(shards) == set(statuses), "every action was built by some shard"
     assert _wheels(merge) == _wheels(single)
+    shared = json.loads((merge / "dist" / "report.json").read_text())["cache"]["remote"]
+    assert shared["hits"] == len(statuses) and shared["misses"] == 0, shared
+    assert shared["bytes_down"] > 0 and shared["disabled"] is None
 
 
 def test_bad_cache_url_and_shard_are_usage_errors(tmp_path: Path) -> None:
@@ -65,14 +73,15 @@ def test_bad_cache_url_and_shard_are_usage_errors(tmp_path: Path) -> None:
     assert bad_shard.returncode == 2 and "1 <= I <= N" in bad_shard.stderr
 
 
-def test_a_release_restores_what_a_build_put_in_the_registry_cache(
-    tmp_path: Path, services: Services
+def test_a_release_restores_what_a_build_put_in_the_shared_cache(
+    tmp_path: Path, cache_server: CacheServer
 ) -> None:
-    """One build path (issue 27): a release takes --cache=oci:// as `shipyard build` does.
-    After a build on one machine fills the registry cache, a snapshot release of the same
-    commit on another machine, with an empty local cache, rebuilds nothing."""
+    """One build path (issue 27): a release takes --cache as `shipyard build` does.
+    After a build on one machine fills the shared cache, a snapshot release of the same
+    commit on another machine, with an empty local cache, rebuilds nothing; a release
+    with --cache-mode=read-only writes nothing."""
     origin = copy_worktree(tmp_path / "origin")
-    remote = f"--cache=oci://{services.registry}/shipyard-cache/{uuid.uuid4().hex[:12]}"
+    remote = f"--cache={cache_server.url}"
     selection = ("--binary=echo,mesh-cni",)  # no image: nothing else to validate
     # The version a snapshot of this commit takes: the build stamps the same one.
     version = read_stamp(origin, "git", {}, snapshot=True).version
@@ -88,11 +97,20 @@ def test_a_release_restores_what_a_build_put_in_the_registry_cache(
     assert built.returncode == 0, built.stderr
     assert "built" in set(_statuses(builder).values())
     releaser = clone(origin, tmp_path / "releaser")
+    held = cache_server.entries()
     released = shipyard(
-        releaser, "release", "--snapshot", *selection, remote, f"--cache-dir={tmp_path / 'b'}"
+        releaser,
+        "release",
+        "--snapshot",
+        *selection,
+        remote,
+        "--cache-mode=read-only",
+        f"--cache-dir={tmp_path / 'b'}",
     )
     assert released.returncode == 0, released.stderr
     statuses = _statuses(releaser)
     assert statuses and set(statuses.values()) == {"cached"}, statuses
     assert set(statuses) == set(_statuses(builder))
     assert _wheels(releaser) == _wheels(builder)
+    assert cache_server.entries() == held
+    assert "(read-only): " in released.stderr, "the summary line of the release's build"

@@ -150,6 +150,9 @@ class RetryPolicy:
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)
     rng: random.Random = field(default_factory=random.Random, compare=False)
+    # Log each retry at DEBUG instead of WARNING: for a caller that says once what a
+    # failure means (a shared cache that is down: one warning, the build goes on).
+    quiet: bool = False
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """The pause before retry number `retry` (1-based): equal jitter, at least Retry-After."""
@@ -264,7 +267,8 @@ class Retrier:
             detail = f"{exc.detail}; gave up after {backoff.attempt} attempts"
             raise self._error(self._where, op, detail, status=exc.status, codes=exc.codes) from exc
         where = f"{self._where}: " if self._where else ""
-        _log.warning(
+        _log.log(
+            logging.DEBUG if self.policy.quiet else logging.WARNING,
             "%s%s: retry %d of %d in %.2f s after: %s",
             where,
             op,

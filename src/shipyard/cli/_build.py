@@ -38,6 +38,7 @@ def request_of(args: argparse.Namespace) -> BuildRequest:
         cache_dir=None if args.no_cache else cache_dir(args),
         force=args.force,
         remote=args.remote,
+        cache_mode=args.cache_mode,
         shard=args.shard,
         env=os.environ,
     )
@@ -70,11 +71,15 @@ def build_command(args: argparse.Namespace) -> int:
     finally:
         display.close()
     if args.json:
-        print(json.dumps(report_json(run.plan, run.results, run.context), indent=2))
+        remote = run.remote.to_json() if run.remote is not None else None
+        report = report_json(run.plan, run.results, run.context, remote=remote)
+        print(json.dumps(report, indent=2))
     else:
         display.summary(run.results)
     for result in run.failed:
         print(f"shipyard: {result.reason}", file=sys.stderr)
+    if run.remote is not None:
+        print(f"shipyard: {run.remote.line()}", file=sys.stderr)
     _warn_sizes(run.plan, run.results)
     return run.exit_code
 

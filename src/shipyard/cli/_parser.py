@@ -10,7 +10,12 @@ from typing import NoReturn
 
 from shipyard import __version__
 
-__all__ = ["parse", "parser"]
+__all__ = ["CACHE_MODE_HELP", "parse", "parser"]
+
+CACHE_MODE_HELP = (
+    "read-write (default), read-only (never write: pull requests) or write-only "
+    "(never read: a warming job); default $SHIPYARD_CACHE_MODE"
+)
 
 _CACHE_DIR = "action cache (default: $SHIPYARD_CACHE_DIR, XDG)"
 _FORCE_PROTECTED = "push to image.protected hubs outside CI (default: only when CI is set)"
@@ -60,6 +65,7 @@ def _remote(command: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="also share a remote cache: oci://, http[s]:// or grpc[s]://",
     )
+    command.add_argument("--cache-mode", metavar="MODE", help=CACHE_MODE_HELP)
 
 
 def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

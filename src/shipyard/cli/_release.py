@@ -54,6 +54,7 @@ def release_command(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         cache_dir=cache_dir(args),
         remote=args.remote,
+        cache_mode=args.cache_mode,
         force_protected=args.force_protected,
         clobber=args.clobber,
         signing_key=Path(args.signing_key) if args.signing_key else None,
@@ -80,5 +81,7 @@ def release_command(args: argparse.Namespace) -> int:
             f"{r.name:<10} {r.status:<8} {r.duration:6.1f}s {r.reason}", file=sys.stderr
         ),
     )
+    if ctx.build is not None and ctx.build.remote is not None:
+        print(f"shipyard: {ctx.build.remote.line()}", file=sys.stderr)
     print(ctx.release_dir)
     return 0

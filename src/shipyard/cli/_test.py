@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shipyard.cli._parser import CACHE_MODE_HELP
+
 if TYPE_CHECKING:
     from shipyard.manifest import Manifest
     from shipyard.stages import TestPlan, TestRun, TestSelection
@@ -53,6 +55,7 @@ def add_parser(
         metavar="URL",
         help="also share a remote cache: oci://, http[s]:// or grpc[s]://",
     )
+    test.add_argument("--cache-mode", metavar="MODE", help=CACHE_MODE_HELP)
     test.add_argument("args", nargs="*", metavar="-- ARGS", help="passed to each stage's command")
 
 
@@ -102,6 +105,7 @@ def _tests(args: argparse.Namespace, manifest: Manifest) -> tuple[TestSelection,
 
     from shipyard.engine.build import check_jobs, check_remote, parse_shard
     from shipyard.engine.cache.local import default_cache_dir
+    from shipyard.engine.cache.mode import cache_mode
     from shipyard.engine.plan import shard
     from shipyard.stages import TestSelection, load
 
@@ -117,12 +121,14 @@ def _tests(args: argparse.Namespace, manifest: Manifest) -> tuple[TestSelection,
     if args.shard:
         tests = replace(tests, plan=shard(tests.plan, *parse_shard(args.shard)))
     check_remote(args.remote)
+    cache_mode(args.cache_mode, os.environ)
     return selection, tests
 
 
 def run(args: argparse.Namespace, manifest: Manifest) -> int:
     """Run `shipyard test`; the exit code (1 when a stage failed)."""
     from shipyard.engine.cache.local import default_cache_dir
+    from shipyard.engine.cache.mode import cache_mode
     from shipyard.engine.run import BuildOptions
     from shipyard.stages import run_tests
 
@@ -149,6 +155,7 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
         cache_dir=None if args.no_cache else default_cache_dir(args.cache_dir, os.environ),
         force=args.force,
         remote=args.remote,
+        cache_mode=cache_mode(args.cache_mode, os.environ),
     )
     try:
         done = run_tests(tests, selection, options, on_event=display)
@@ -160,6 +167,8 @@ def run(args: argparse.Namespace, manifest: Manifest) -> int:
         _summary(done, manifest.root)
     for result in done.run.failed:
         print(f"shipyard: {result.reason}", file=sys.stderr)
+    if done.run.remote is not None:
+        print(f"shipyard: {done.run.remote.line()}", file=sys.stderr)
     return done.exit_code
 
 

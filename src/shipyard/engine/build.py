@@ -1,7 +1,7 @@
 """The one way to build a plan: `shipyard build` and a release's Build stage both call `build`.
 
 A `BuildRequest` is what the user asked for (the version, -j, --keep-going, the
-local and the registry-backed cache, a shard). `build` checks it, reads the stamp
+local and the shared cache with its mode, a shard). `build` checks it, reads the stamp
 (unless the caller read it at its edge, as a release does), works out each
 action's own stamp, takes the shard and runs the plan (`shipyard.engine.run.execute`).
 So a release builds exactly as `shipyard build --version=<the release's version>` does.
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from shipyard.engine.cache.mode import cache_mode
 from shipyard.engine.plan import Plan, shard
 from shipyard.engine.run import BuildOptions, BuildRun, execute
 from shipyard.engine.scheduler import Builder, Event
@@ -57,14 +58,17 @@ class BuildRequest:
     keep_going: bool = False  # after a failure, finish what does not depend on it
     cache_dir: Path | None = None  # the local action cache; None: no cache
     force: bool = False  # ignore cache hits
-    remote: str | None = None  # --cache=oci://HOST/REPO: a registry cache shared by machines
+    remote: str | None = None  # --cache=URL: a cache shared by machines (oci, http, grpc)
+    cache_mode: str | None = None  # --cache-mode; None: $SHIPYARD_CACHE_MODE, else read-write
     shard: str | None = None  # --shard=I/N: only slice I of N of the actions
     env: Mapping[str, str] | None = None  # None: os.environ
 
     def check(self) -> None:
-        """UsageError (exit 2) naming the first flag that cannot work: -j, --cache, --shard."""
+        """UsageError (exit 2) naming the first flag that cannot work: -j, --cache,
+        --cache-mode (or $SHIPYARD_CACHE_MODE), --shard."""
         check_jobs(self.jobs)
         check_remote(self.remote)
+        cache_mode(self.cache_mode, self._env)
         if self.shard:
             parse_shard(self.shard)
 
@@ -76,7 +80,12 @@ class BuildRequest:
             cache_dir=self.cache_dir,
             force=self.force,
             remote=self.remote,
+            cache_mode=cache_mode(self.cache_mode, self._env),
         )
+
+    @property
+    def _env(self) -> Mapping[str, str]:
+        return os.environ if self.env is None else self.env
 
 
 def build(

@@ -97,12 +97,14 @@ def report_json(
     results: Sequence[Result],
     ctx: BuildContext,
     build_seconds: Mapping[str, float] | None = None,
+    remote: Mapping[str, object] | None = None,
 ) -> dict[str, Any]:
     """The report as a JSON-ready mapping.
 
     `build_seconds` of an action is how long its last real build took: this
     build's duration when it was built, else carried over from `build_seconds`
-    (the last report's), so a no-op build keeps what scheduling needs.
+    (the last report's), so a no-op build keeps what scheduling needs. `remote` is
+    what the build did with its shared cache (`cache.remote`; null without one).
     """
     root = ctx.root
     earlier = build_seconds or {}
@@ -129,6 +131,7 @@ def report_json(
             for r in results
         ],
         "skips": [{"binary": s.binary, "reason": s.reason} for s in plan.skips],
+        "cache": {"remote": dict(remote) if remote is not None else None},
     }
 
 
@@ -138,6 +141,7 @@ def write_report(
     ctx: BuildContext,
     build_seconds: Mapping[str, float] | None = None,
     previous: Sequence[dict[str, Any]] = (),
+    remote: Mapping[str, object] | None = None,
 ) -> Path:
     """Write dist/report.json atomically and return its path.
 
@@ -145,7 +149,7 @@ def write_report(
     keeps the other's from `previous` (the last report's entries: the last build's
     outputs, which push reads, and the last test run's stages)."""
     path = report_file(ctx.dist)
-    data = report_json(plan, results, ctx, build_seconds)
+    data = report_json(plan, results, ctx, build_seconds, remote)
     testing = {r.action.kind == "test" for r in results}
     if len(testing) == 1:
         kept = [a for a in previous if (a.get("kind") == "test") not in testing]

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipyard._fs import atomic_write, exclusive, remove_stale_temps
 from shipyard.dist import dist_dir, lock_file, outputs_file, report_file, source_digests_file
@@ -20,6 +21,10 @@ from shipyard.files.sources import GitIgnored
 from shipyard.files.statcache import StatMemo
 from shipyard.process import reset
 from shipyard.stamp import Stamp
+
+if TYPE_CHECKING:
+    from shipyard.engine.cache.mode import CacheMode
+    from shipyard.engine.cache.policy import GuardedRemote, RemoteSummary
 
 __all__ = ["BuildOptions", "BuildRun", "execute", "replace_outputs", "wrapped"]
 
@@ -39,7 +44,8 @@ class BuildOptions:
     keep_going: bool = False
     cache_dir: Path | None = None  # None: no cache
     force: bool = False
-    remote: str | None = None  # oci://HOST/REPO: a registry-backed cache shared by machines
+    remote: str | None = None  # --cache=URL: a cache shared by machines (oci, http, grpc)
+    cache_mode: CacheMode = "read-write"  # how the shared cache is used (--cache-mode)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class BuildRun:
     context: BuildContext
     results: tuple[Result, ...]
     report: Path
+    remote: RemoteSummary | None = None  # what the build did with its shared cache
 
     @property
     def exit_code(self) -> int:
@@ -102,32 +109,35 @@ def execute(
         workspace=plan.workspace,
         stamps=dict(stamps or {}),
     )
-    local, limit, cache = _caches(options, build_env)
+    local, limit, cache, shared = _caches(options, build_env)
     runners = {k: wrapped(b, cache, force=options.force) for k, b in builders.items()}
     with exclusive(lock_file(dist)):
-        results, report = _run_locked(plan, ctx, runners, options, on_event)
+        results, report = _run_locked(plan, ctx, runners, options, on_event, shared)
         digests.save()
     if local is not None:
         local.auto_prune(limit)  # only when this build stored something: not on a no-op
-    return BuildRun(plan, ctx, tuple(results), report)
+    summary = shared.summary() if shared is not None else None
+    return BuildRun(plan, ctx, tuple(results), report, summary)
 
 
 def _caches(
     options: BuildOptions, env: Mapping[str, str]
-) -> tuple[ActionCache | None, int | None, OutputCache | None]:
-    """The local action cache, its size limit, and the cache the actions use: the local
-    one, with the registry behind it for --cache (None, None, None without a cache)."""
+) -> tuple[ActionCache | None, int | None, OutputCache | None, GuardedRemote | None]:
+    """The local action cache, its size limit, the cache the actions use (the local
+    one, with the shared cache behind it for --cache, under --cache-mode) and that
+    shared cache (None for what is not there)."""
     if options.cache_dir is None:
-        return None, None, None
+        return None, None, None, None
     limit = cache_limit(env)  # a bad $SHIPYARD_CACHE_MAX_SIZE: exit 2 before building
     local = ActionCache(options.cache_dir)
     if not options.remote:
-        return local, limit, local
-    from shipyard.engine.cache.endpoint import Connection, open_remote, parse_endpoint
-    from shipyard.engine.cache.remote import TieredCache
+        return local, limit, local, None
+    from shipyard.engine.cache.policy import open_guarded
+    from shipyard.engine.cache.tiered import TieredCache
 
-    remote = open_remote(parse_endpoint(options.remote), Connection.from_env(env))
-    return local, limit, TieredCache(local, remote)
+    shared = open_guarded(options.remote, options.cache_mode, env)
+    tiered = TieredCache(local, shared, upload_local_hits=shared.uploads_local_hits)
+    return local, limit, tiered, shared
 
 
 def _run_locked(
@@ -136,6 +146,7 @@ def _run_locked(
     runners: Mapping[str, Runner],
     options: BuildOptions,
     on_event: Callable[[Event], None],
+    shared: GuardedRemote | None = None,
 ) -> tuple[list[Result], Path]:
     """Run the plan under dist/.lock, then write the report and replace the outputs an
     earlier build of each action left under another name."""
@@ -159,7 +170,8 @@ def _run_locked(
         # between steps may not, so sweep under the lock we still hold.
         remove_stale_temps(dist)
         raise
-    report = write_report(plan, results, ctx, durations, earlier)
+    remote = shared.summary().to_json() if shared is not None else None
+    report = write_report(plan, results, ctx, durations, earlier, remote)
     replace_outputs(dist, ctx.root, results)
     return results, report
 

@@ -70,12 +70,14 @@ def _takes_release_version(action: Action) -> bool:
 
 def build_request(ctx: ReleaseContext) -> BuildRequest:
     """What the release asks of the build engine: the release's version, its -j, and
-    the local and registry caches, as `shipyard build` would be asked."""
+    the local and shared caches (and the shared cache's mode), as `shipyard build` would
+    be asked."""
     return BuildRequest(
         version=ctx.stamp.version,
         jobs=ctx.options.jobs,
         cache_dir=ctx.options.cache_dir,
         remote=ctx.options.remote,
+        cache_mode=ctx.options.cache_mode,
         env=ctx.env,
     )
 

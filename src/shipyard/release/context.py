@@ -37,7 +37,8 @@ class ReleaseOptions:
     clean: bool = False  # replace an existing dist/release/<version>
     jobs: int | None = None
     cache_dir: Path | None = None
-    remote: str | None = None  # --cache=oci://HOST/REPO: a registry cache, as a build's
+    remote: str | None = None  # --cache=URL: a shared cache, as a build's
+    cache_mode: str | None = None  # --cache-mode, as a build's
     force_protected: bool = False  # push to image.protected hubs outside CI
     clobber: bool = False  # move existing tags that are not image.movable_tags
     signing_key: Path | None = None  # --signing-key; else $SHIPYARD_SIGNING_KEY

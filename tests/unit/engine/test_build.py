@@ -40,6 +40,10 @@ def test_bad_jobs_shard_and_cache_urls_are_usage_errors() -> None:
         check_remote("ftp://x/y")
     with pytest.raises(UsageError, match="--shard=1: write I/N"):
         BuildRequest(shard="1").check()
+    with pytest.raises(UsageError, match="--cache-mode=pull: write read-write"):
+        BuildRequest(cache_mode="pull").check()
+    with pytest.raises(UsageError, match="SHIPYARD_CACHE_MODE=pr: write read-write"):
+        BuildRequest(env={"SHIPYARD_CACHE_MODE": "pr"}).check()
 
 
 def test_a_request_runs_with_the_options_it_names() -> None:
@@ -49,6 +53,10 @@ def test_a_request_runs_with_the_options_it_names() -> None:
     options = request.options()
     assert (options.jobs, options.keep_going, options.cache_dir) == (3, True, Path("/c"))
     assert (options.force, options.remote) == (True, "oci://h/r")
+    assert options.cache_mode == "read-write"
+    assert BuildRequest(cache_mode="read-only").options().cache_mode == "read-only"
+    from_env = BuildRequest(env={"SHIPYARD_CACHE_MODE": "write-only"}).options()
+    assert from_env.cache_mode == "write-only"
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[BuildRequest, Stamp | None]]:
@@ -79,8 +87,10 @@ def test_shipyard_build_and_the_release_build_stage_ask_the_one_entry_alike(
     asked = _record(monkeypatch)
     cache, remote = tmp_path / "cache", "oci://127.0.0.1:5000/cache"
     flags = ["--version=2.0.0", "-j", "2", f"--cache-dir={cache}", f"--cache={remote}"]
-    assert main(["build", *flags]) == 130
-    options = ReleaseOptions(version="2.0.0", jobs=2, cache_dir=cache, remote=remote)
+    assert main(["build", *flags, "--cache-mode=read-only"]) == 130
+    options = ReleaseOptions(
+        version="2.0.0", jobs=2, cache_dir=cache, remote=remote, cache_mode="read-only"
+    )
     ctx = make_context(tmp_path, options)
     ctx.stamp = Stamp("2.0.0", "abc", False, 315532800)  # as preflight leaves it
     with pytest.raises(KeyboardInterrupt):
@@ -91,3 +101,4 @@ def test_shipyard_build_and_the_release_build_stage_ask_the_one_entry_alike(
     assert cli.env is os.environ and release.env is ctx.env
     assert {**vars(cli), "env": None} == {**vars(release), "env": None}
     assert (cli.jobs, cli.cache_dir, cli.remote) == (2, cache, remote)
+    assert cli.cache_mode == "read-only"

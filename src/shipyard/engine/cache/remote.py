@@ -12,19 +12,31 @@ Anyone who can push to the cache repository writes what a restore reads, so a
 manifest is untrusted input: its layers go only where the action declares, with
 mode 644 or 755, and only after their bytes match their digests (see
 `shipyard.engine.cache.restore`). Anything else is a miss, logged as a warning.
+
+A registry that cannot be reached (after the bounded retries), or that fails in
+any other way than a missing tag or a refused entry, raises `RemoteUnavailable`:
+the build goes on without it (`shipyard.engine.cache.policy`). A registry that
+refuses a push (HTTP 401/403: the credentials may only pull) makes the cache
+read-only (`writable` False) instead.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import stat
 import tempfile
-from dataclasses import dataclass
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard import _json
-from shipyard._fs import TEMP_PREFIX
+from shipyard._fs import TEMP_PREFIX, sha256_file
+from shipyard._http.errors import RemoteError
+from shipyard._http.retry import RetryPolicy
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import (
     Declared,
@@ -36,13 +48,20 @@ from shipyard.engine.cache.checks import (
     checked_size,
     stored_mode,
 )
+from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, RemoteStats, RemoteUnavailable
 from shipyard.engine.cache.restore import PlacedFile, place_files
-from shipyard.engine.wrapper import OutputCache
 from shipyard.oci import mediatypes
 from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
-from shipyard.oci.remote.registry import MEDIA_OCI_MANIFEST, NotFound, Registry, RegistryError
+from shipyard.oci.remote.auth import Credentials, find_credentials
+from shipyard.oci.remote.registry import (
+    MEDIA_OCI_MANIFEST,
+    AuthError,
+    NotFound,
+    Registry,
+    RegistryError,
+)
 
-__all__ = ["ARTIFACT_TYPE", "RemoteCache", "TieredCache"]
+__all__ = ["ARTIFACT_TYPE", "RemoteCache", "open_registry_cache"]
 
 ARTIFACT_TYPE = mediatypes.SHIPYARD_ACTION
 _EMPTY = b"{}"
@@ -60,12 +79,69 @@ def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}remote-", dir=dist)
 
 
+def open_registry_cache(
+    endpoint: CacheEndpoint, connection: Connection, environ: Mapping[str, str] | None = None
+) -> RemoteCache:
+    """The cache in the registry repository `endpoint` names (`oci://HOST/REPOSITORY`),
+    with the connection's patience: each request waits at most `connection.timeout`
+    seconds for an answer and is tried `connection.retries` more times (quietly: the
+    cache's one warning says what a failure means). Credentials: $SHIPYARD_CACHE_USER
+    and $SHIPYARD_CACHE_PASSWORD when set, else the registry's own (docker login,
+    $SHIPYARD_REGISTRY_USER...); the CA: $SHIPYARD_CACHE_CA, else the registry's."""
+    timeout = connection.timeout
+    retry = RetryPolicy(
+        attempts=connection.retries + 1,
+        max_delay=min(8.0, timeout),
+        deadline=(connection.retries + 1) * (timeout + 8.0),
+        quiet=True,
+    )
+    if connection.basic is not None:
+        user, password = connection.basic
+        credentials: Credentials | None = Credentials(user, password, source="SHIPYARD_CACHE_USER")
+    else:
+        credentials = find_credentials(endpoint.host, environ=environ)
+    registry = Registry(
+        endpoint.host,
+        credentials=credentials,
+        ca_file=connection.ca_file,
+        timeout=(min(10.0, timeout), timeout),
+        retry=retry,
+        environ=environ,
+    )
+    return RemoteCache(registry, endpoint.path)
+
+
 @dataclass
 class RemoteCache:
-    """Action outputs as OCI artifacts in one registry repository, tagged by key."""
+    """Action outputs as OCI artifacts in one registry repository, tagged by key.
+
+    `writable` turns False once the registry refuses a push (the credentials may
+    only pull); `stats` says what this client did (requests and bytes from the
+    registry client's own counters)."""
 
     registry: Registry
     repository: str
+    writable: bool = True
+    _counts: RemoteStats = field(default_factory=RemoteStats, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _files: dict[str, Path] = field(default_factory=dict, repr=False)  # sha256 -> a file
+
+    @property
+    def stats(self) -> RemoteStats:
+        """Hits, misses and stores counted here; requests and bytes, the registry's."""
+        sent = getattr(self.registry, "stats", None)
+        with self._lock:
+            counts = RemoteStats(**vars(self._counts))
+        if sent is not None:
+            counts.calls += sum(sent.requests.values())
+            counts.bytes_down += sent.bytes_downloaded
+            counts.bytes_up += sent.bytes_uploaded
+        return counts
+
+    def _count(self, **amounts: int) -> None:
+        with self._lock:
+            for name, amount in amounts.items():
+                setattr(self._counts, name, getattr(self._counts, name) + amount)
 
     def restore(
         self, key: str, repo: Path, declared: Declared | None = None
@@ -76,12 +152,23 @@ class RemoteCache:
         registry lost is a miss that leaves the outputs as they were. A manifest
         naming a path outside `declared` (default: dist/), another mode than 644
         or 755, or a blob with other bytes than its digest is a miss with a
-        warning, and nothing is written.
+        warning, and nothing is written. A registry that cannot be reached, or
+        fails otherwise, raises RemoteUnavailable.
         """
+        restored = self._restore(key, repo, declared)
+        self._count(**({"hits": 1} if restored is not None else {"misses": 1}))
+        return restored
+
+    def _restore(
+        self, key: str, repo: Path, declared: Declared | None
+    ) -> tuple[Artifact, ...] | None:
         try:
             data, _, _ = self.registry.get_manifest(self.repository, key, [MEDIA_OCI_MANIFEST])
         except NotFound:
             return None
+        except RegistryError as exc:
+            raise _unavailable(exc) from exc
+        self._count(bytes_down=len(data))
         try:
             layers = _layers(data, declared or Declared.dist())
             if layers is None:
@@ -89,21 +176,17 @@ class RemoteCache:
             with _scratch(repo) as tmp:
                 pulled: list[PlacedFile] = []
                 for layer in layers:
-                    blob = Path(tmp) / layer.sha256
-                    try:
-                        self.registry.pull_blob(
-                            self.repository, f"sha256:{layer.sha256}", blob, size=layer.size
-                        )
-                    except NotFound:
+                    known = self._known(layer.sha256, layer.size)
+                    blob = known or Path(tmp) / layer.sha256
+                    if known is None and not self._pull(layer, blob):
                         return None
-                    except RegistryError as exc:
-                        raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
                     pulled.append(
                         PlacedFile(
                             blob, layer.parts, layer.sha256, layer.size, layer.mode, layer.about
                         )
                     )
                 restored, _ = place_files(repo, pulled)
+                self._remember(restored)
         except RefusedEntry as exc:
             _log.warning(
                 "remote cache entry %s/%s:%s ignored: %s; building the action instead",
@@ -115,8 +198,58 @@ class RemoteCache:
             return None
         return restored
 
+    def _pull(self, layer: PlacedFile, blob: Path) -> bool:
+        """Download `layer`'s blob to `blob`; False when the registry lost it."""
+        try:
+            self.registry.pull_blob(
+                self.repository, f"sha256:{layer.sha256}", blob, size=layer.size
+            )
+        except NotFound:
+            return False
+        except RegistryError as exc:
+            if _unreachable(exc):
+                raise _unavailable(exc) from exc
+            raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
+        return True
+
+    def _known(self, sha256: str, size: int) -> Path | None:
+        """A file this client restored or stored in this build that still holds these
+        bytes (image variants share their base layers), to copy instead of
+        downloading again; `place_files` checks them once more as it copies."""
+        with self._lock:
+            path = self._files.get(sha256)
+        if path is None:
+            return None
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size == size and sha256_file(path) == sha256:
+                return path
+        except OSError:
+            pass
+        return None
+
+    def _remember(self, artifacts: tuple[Artifact, ...]) -> None:
+        with self._lock:
+            self._files.update((a.sha256, a.path) for a in artifacts)
+
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
-        """Push the output blobs, an empty config, then the manifest tagged `key`."""
+        """Push the output blobs, an empty config, then the manifest tagged `key`.
+
+        A refused push (HTTP 401/403) stores nothing and sets `writable` False; a
+        registry that cannot be reached, or fails otherwise, raises RemoteUnavailable."""
+        try:
+            self._store(key, outputs, repo)
+        except AuthError as exc:
+            if exc.status not in (401, 403):
+                raise _unavailable(exc) from exc
+            self.writable = False
+            return
+        except RegistryError as exc:
+            raise _unavailable(exc) from exc
+        self._count(stored=1)
+        self._remember(outputs)
+
+    def _store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         config = Descriptor.of(mediatypes.OCI_EMPTY, _EMPTY)
         with _scratch(repo) as tmp:
             empty = Path(tmp) / "empty.json"
@@ -128,6 +261,22 @@ class RemoteCache:
         layers = [_layer(artifact, repo) for artifact in outputs]
         data = artifact_manifest_json(ARTIFACT_TYPE, config, layers)
         self.registry.put_manifest(self.repository, key, data, MEDIA_OCI_MANIFEST)
+        self._count(bytes_up=len(data))
+
+
+def _unreachable(exc: RemoteError) -> bool:
+    """Whether `exc` (or the error its retries gave up on) is the server's fault on the
+    way (no answer, a time-out, a 5xx), not the content's."""
+    cause: BaseException | None = exc
+    while isinstance(cause, RemoteError):
+        if cause.transient:
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def _unavailable(exc: RegistryError) -> RemoteUnavailable:
+    return RemoteUnavailable(str(exc))
 
 
 def _layer(artifact: Artifact, repo: Path) -> Descriptor:
@@ -189,33 +338,3 @@ def _about(text: object) -> object:
         return _json.loads(text)
     except ValueError:
         raise RefusedEntry("a layer's artifact annotation is not JSON") from None
-
-
-@dataclass
-class TieredCache:
-    """The local cache first, then the remote one; a remote hit fills the local cache."""
-
-    local: OutputCache
-    remote: OutputCache
-
-    def restore(
-        self, key: str, repo: Path, declared: Declared | None = None
-    ) -> tuple[Artifact, ...] | None:
-        """Local hit, else remote hit (copied into the local cache), else None."""
-        found = self.local.restore(key, repo, declared)
-        if found is None:
-            found = self.remote.restore(key, repo, declared)
-            if found is not None:
-                self.local.store(key, found, repo)
-        return found
-
-    def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
-        """Store in the remote cache, then in the local one.
-
-        In this order a key in the local cache is also in the remote one: a build
-        killed between the two finds a local miss next time, takes the remote hit
-        and fills the local cache. The other order would leave the remote without
-        the key for good, since local hits never upload.
-        """
-        self.remote.store(key, outputs, repo)
-        self.local.store(key, outputs, repo)

@@ -7,10 +7,18 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import Declared
-from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache, _layers
-from shipyard.oci.model import Descriptor, artifact_manifest_json
+from shipyard.engine.cache.endpoint import RemoteUnavailable
+from shipyard.engine.cache.remote import ARTIFACT_TYPE, RemoteCache, _layer, _layers
+from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
+from tests.unit._fake_registry import FakeRegistry, client, errors, fake, sleeps
+
+__all__ = ["fake", "sleeps"]  # fixtures the tests take, imported for pytest to find
+
+EMPTY = Descriptor.of("application/vnd.oci.empty.v1+json", b"{}").digest
 
 
 class _Registry:
@@ -52,3 +60,92 @@ def test_a_stored_entry_is_an_artifact_manifest_a_restore_reads_back(tmp_path: P
     (placed,) = found
     assert placed.parts == ("dist", "app.pyz") and placed.mode == 0o755
     assert (placed.sha256, placed.size, placed.about.kind) == (artifact.sha256, 6, "zipapp")
+
+
+# -- what the registry's failures mean to a build (issue 29) ------------------------------
+
+
+def _stored_artifact(tmp_path: Path) -> Artifact:
+    path = tmp_path / "dist" / "a.whl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"wheel")
+    return Artifact("wheel", "", "any", path, hashlib.sha256(b"wheel").hexdigest(), 5)
+
+
+def test_a_refused_push_makes_the_cache_read_only_not_a_failure(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    """HTTP 403 on the upload (credentials that may only pull): nothing stored,
+    `writable` False, no exception; reads go on."""
+    fake.route("GET", "/v2/", (200, {}, b"{}"))
+    fake.route("HEAD", f"/v2/cache/blobs/{EMPTY}", (404, {}, b""))
+    fake.route("POST", "/v2/cache/blobs/uploads/", (403, {}, errors("DENIED", "read-only")))
+    registry, _ = client(fake, sleeps)
+    cache = RemoteCache(registry, "cache")
+    cache.store("key", (_stored_artifact(tmp_path),), tmp_path)
+    assert cache.writable is False
+    assert cache.stats.stored == 0 and cache.stats.calls >= 2
+    assert fake.count("PUT", "/v2/cache/manifests/key") == 0
+
+
+def test_a_registry_failing_on_every_try_is_unavailable(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    fake.route("GET", "/v2/cache/manifests/key", (503, {}, errors("UNAVAILABLE", "down")))
+    registry, _ = client(fake, sleeps)
+    with pytest.raises(RemoteUnavailable, match="HTTP 503"):
+        RemoteCache(registry, "cache").restore("key", tmp_path)
+    assert len(sleeps) == 2, "the registry client's bounded retries came first"
+
+
+def test_a_blob_with_other_bytes_is_a_miss_not_an_unavailable_server(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    artifact = _stored_artifact(tmp_path / "made")
+    layer = _layer(artifact, tmp_path / "made")
+    config = Descriptor.of("application/vnd.oci.empty.v1+json", b"{}")
+    manifest = artifact_manifest_json(ARTIFACT_TYPE, config, [layer])
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    fake.route("GET", "/v2/cache/manifests/key", (200, media, manifest))
+    fake.route("GET", f"/v2/cache/blobs/{layer.digest}", (200, {}, b"WHEEL"))
+    registry, _ = client(fake, sleeps)
+    cache = RemoteCache(registry, "cache")
+    assert cache.restore("key", tmp_path / "repo") is None
+    stats = cache.stats
+    assert (stats.hits, stats.misses) == (0, 1)
+    assert stats.bytes_down >= len(manifest) + 5
+
+
+def test_a_blob_restored_once_is_copied_not_downloaded_again(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    """Image variants share base layers: two entries naming one blob download it once;
+    the second copy is checked against its digest as any restore is."""
+    artifact = _stored_artifact(tmp_path / "made")
+    config = Descriptor.of("application/vnd.oci.empty.v1+json", b"{}")
+    media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    layer = _layer(artifact, tmp_path / "made")
+    title = {"org.opencontainers.image.title": "dist/b.whl"}
+    other = Descriptor(
+        layer.media_type,
+        layer.digest,
+        layer.size,
+        annotations=as_annotations({**dict(layer.annotations), **title}),
+    )
+    for key, entry in (("one", layer), ("two", other)):
+        manifest = artifact_manifest_json(ARTIFACT_TYPE, config, [entry])
+        fake.route("GET", f"/v2/cache/manifests/{key}", (200, media, manifest))
+    fake.route("GET", f"/v2/cache/blobs/{layer.digest}", (200, {}, b"wheel"))
+    registry, _ = client(fake, sleeps)
+    cache = RemoteCache(registry, "cache")
+    repo = tmp_path / "repo"
+    (first,) = cache.restore("one", repo) or ()
+    (second,) = cache.restore("two", repo) or ()
+    assert second.path == repo / "dist" / "b.whl" and second.path.read_bytes() == b"wheel"
+    assert fake.count("GET", f"/v2/cache/blobs/{layer.digest}") == 1
+    assert cache.stats.hits == 2
+    second.path.write_bytes(b"WHEEL")  # same size, other bytes: downloaded again
+    first.path.unlink()
+    (again,) = cache.restore("one", repo) or ()
+    assert again.path.read_bytes() == b"wheel"
+    assert fake.count("GET", f"/v2/cache/blobs/{layer.digest}") == 2
