@@ -305,7 +305,7 @@ def mark_affected(
                 hot.add((binary_id, own))
         for output in outputs.get(binary_id, ()):
             hot.add((binary_id, output))
-            mark(output, "affected", f"rebuilt: {item.binary} is affected")
+            mark(output, "affected", f"an output of {item.binary}, which is affected")
     nodes = tuple(
         replace(n, state=states[n.id], reasons=tuple(reasons[n.id])) if n.id in states else n
         for n in graph.nodes

@@ -203,7 +203,13 @@
 
   function showInfo(n) {
     info.textContent = "";
-    if (!n) { info.innerHTML = "<p class=\"muted\">Click a node to see what it uses and what uses it; click it again to clear.</p>"; return; }
+    if (!n) {
+      var hint = document.createElement("p"); hint.className = "muted";
+      hint.textContent = "Click a node to see what it uses and what uses it; click it again to clear.";
+      info.appendChild(hint);
+      if (data.since !== null) { summary(); }
+      return;
+    }
     var h = document.createElement("h2"); h.textContent = n.label; info.appendChild(h);
     var p = document.createElement("p"); p.className = "muted"; p.textContent = n.kind + (n.detail ? " \u00b7 " + n.detail : ""); info.appendChild(p);
     [["why", n.reasons], ["uses", n.uses.map(function (e) { return e.t.label + (e.label ? " [" + e.label + "]" : ""); })],
@@ -212,6 +218,16 @@
       var b = document.createElement("b"); b.textContent = part[0]; info.appendChild(b);
       var ul = document.createElement("ul"); info.appendChild(ul);
       part[1].forEach(function (text) { li(ul, text); });
+    });
+  }
+
+  function summary() {  // with --since: what changed, and which binaries it affects
+    [["changed since " + data.since, "changed"], ["affected binaries", "affected"]].forEach(function (part) {
+      var found = nodes.filter(function (n) { return n.state === part[1] && (part[1] === "changed" || n.kind === "binary"); });
+      var b = document.createElement("b"); b.textContent = part[0] + " (" + found.length + ")"; info.appendChild(b);
+      var ul = document.createElement("ul"); ul.id = "summary-" + part[1]; info.appendChild(ul);
+      found.slice(0, 50).forEach(function (n) { li(ul, n.label + ": " + n.reasons[0]); });
+      if (found.length > 50) { li(ul, "and " + (found.length - 50) + " more"); }
     });
   }
 
