@@ -192,6 +192,8 @@ def test_the_example_graph_marks_a_changed_library_and_searches(
 
 
 def test_a_thousand_projects_draw_in_seconds_and_search(browser: Chrome, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
     repo = _workspace(tmp_path / "ws", 1000)
     page = tmp_path / "graph.html"
     shipyard(repo, "check")  # the manifest validated once, as for every later command
@@ -211,4 +213,12 @@ def test_a_thousand_projects_draw_in_seconds_and_search(browser: Chrome, tmp_pat
     assert _search(browser, "p400").startswith("3 matches")  # project, binary, wheel
     assert "changed" in _classes(browser, "project:p400")
     assert _search(browser, "p99").startswith("33 matches")  # p99 and p990..p999, each thrice
+    _search(browser, "")
+    browser.find_element(By.ID, "expand").click()
+    assert browser.execute_script("return document.querySelectorAll('g.node').length") == 3000
+    browser.find_element(By.CSS_SELECTOR, 'g.node[data-id="project:p500"]').click()
+    assert browser.find_element(By.CSS_SELECTOR, "#info h2").text == "p500"
+    # What p500 reaches is most of the chain: its own edges only (p166, p250, p499 it
+    # needs; p501 and its binary use it), not thousands.
+    assert browser.execute_script("return document.querySelectorAll('#edges path').length") == 5
     assert _severe(browser) == []

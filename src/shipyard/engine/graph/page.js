@@ -147,9 +147,11 @@
       seen[key] = { a: a, b: b, kind: e.kind, hot: e.hot };
       list.push(seen[key]);
     });
-    if (!focus && list.length > EDGE_BUDGET) {
+    if (list.length > EDGE_BUDGET) {
+      // Too many to read: the selected node's own edges, else those a change travels along.
+      var own = list.filter(function (e) { return focus && (e.a.key === selected.id || e.b.key === selected.id); });
       var hot = list.filter(function (e) { return e.hot; });
-      list = hot.length <= EDGE_BUDGET ? hot : [];
+      list = focus ? own : (hot.length <= EDGE_BUDGET ? hot : []);
       layer.setAttribute("data-hidden", "1");
     }
     list.forEach(function (e) {

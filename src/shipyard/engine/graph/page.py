@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html as _html
 import json
+import re
 from importlib import resources
 
 from shipyard.engine.graph.model import STATES, Graph
@@ -65,12 +66,20 @@ def columns(graph: Graph) -> tuple[dict[str, int], list[str]]:
     return found, heads
 
 
+def _natural(text: str) -> tuple[tuple[str, int], ...]:
+    """A sort key reading the digits in `text` as numbers: p9 before p10."""
+    parts = re.split(r"(\d+)", text)
+    return tuple((part, 0) if i % 2 == 0 else ("", int(part)) for i, part in enumerate(parts))
+
+
 def _data(graph: Graph) -> dict[str, object]:
     """What the page's script reads: nodes as rows, in drawing order (by column, then
     folder, then beside what they belong to), and edges between row numbers."""
     column, heads = columns(graph)
-    position = {n.id: i for i, n in enumerate(graph.nodes)}
-    # A binary sits level with its project, an output with its binary.
+    # Projects by name (p9 before p10); a binary sits level with its project, an
+    # output with its binary.
+    ranked = sorted(range(len(graph.nodes)), key=lambda i: _natural(graph.nodes[i].label))
+    position = {graph.nodes[i].id: rank for rank, i in enumerate(ranked)}
     owner: dict[str, int] = {}
     for edge in graph.edges:
         if edge.kind == "source":
@@ -79,10 +88,11 @@ def _data(graph: Graph) -> dict[str, object]:
         if edge.kind == "output":
             owner.setdefault(edge.target, owner.get(edge.source, position[edge.source]))
 
-    def order(index: int) -> tuple[int, str, int, int, str]:
+    def order(index: int) -> tuple[int, str, int, int, tuple[tuple[str, int], ...]]:
         node = graph.nodes[index]
         kind = _OUTPUTS.index(node.kind) if node.kind in _OUTPUTS else 0
-        return column[node.id], node.group, owner.get(node.id, index), kind, node.label
+        place = owner.get(node.id, position[node.id])
+        return column[node.id], node.group, place, kind, _natural(node.label)
 
     rows = sorted(range(len(graph.nodes)), key=order)
     where = {graph.nodes[i].id: k for k, i in enumerate(rows)}

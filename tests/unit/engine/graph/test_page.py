@@ -123,3 +123,29 @@ def test_since_puts_the_state_and_reasons_in_the_data_and_the_legend(acme: Path)
     assert rows["binary:cli-docker"][5] == ""  # without the extra `plus`
     assert data["since"] == "HEAD"
     assert '<i class="swatch-changed"></i>changed' in text
+
+
+def test_rows_read_numbers_as_numbers_and_keep_binaries_by_their_project() -> None:
+    nodes = (
+        Node("project:p10", "project", "p10", "projects"),
+        Node("project:p9", "project", "p9", "projects"),
+        Node("binary:a-of-p10", "binary", "a-of-p10", "projects"),
+        Node("binary:z-of-p9", "binary", "z-of-p9", "projects"),
+        Node("zipapp:a-of-p10", "zipapp", "zipapp a-of-p10", "projects"),
+        Node("wheel:projects/p10", "wheel", "wheel p10", "projects"),
+    )
+    edges = (
+        Edge("binary:a-of-p10", "project:p10", "source"),
+        Edge("binary:z-of-p9", "project:p9", "source"),
+        Edge("binary:a-of-p10", "zipapp:a-of-p10", "output"),
+        Edge("binary:a-of-p10", "wheel:projects/p10", "output"),
+    )
+    _, _, data = page_of(Graph("t", nodes, edges))
+    assert [r[0] for r in data["nodes"]] == [  # type: ignore[attr-defined]
+        "project:p9",
+        "project:p10",
+        "binary:z-of-p9",  # level with p9, before a-of-p10
+        "binary:a-of-p10",
+        "wheel:projects/p10",  # wheel, zipapp, image
+        "zipapp:a-of-p10",
+    ]
