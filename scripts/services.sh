@@ -60,8 +60,10 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}
 
 export DOCKER_HOST=unix:///var/run/docker.sock
 export DEBIAN_FRONTEND=noninteractive
+# graphviz reads `shipyard graph --format=dot` back; chromium and its WebDriver open the
+# graph page and the docs site in the browser tests.
 PACKAGES=(docker.io docker-registry skopeo qemu-user-static binfmt-support mmdebstrap
-          python3-venv curl nginx-core)
+          python3-venv curl nginx-core graphviz chromium chromium-driver)
 # BuildGrid, the Remote Execution API server of the remote cache tests: it installs on
 # Python 3.11 only up to 0.4.x, so a pinned release in its own virtual environment.
 BUILDGRID_VERSION=0.4.4

@@ -1,8 +1,8 @@
 """The `shipyard` command: the parser, a table from command to handler, and the one
 error handler that turns the library's typed errors into messages and exit codes.
 
-The handlers (`_build`, `_cache`, `_release`, `_repository`, `_test`, `_promote`,
-`_sign`) are the only modules besides `_console` that print.
+The handlers (`_build`, `_cache`, `_graph`, `_release`, `_repository`, `_test`,
+`_promote`, `_sign`) are the only modules besides `_console` that print.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from shipyard.cli import _promote, _sign, _test
 from shipyard.cli._args import manifest_of
 from shipyard.cli._build import affected_command, build_command, plan_command
 from shipyard.cli._cache import cache_command
+from shipyard.cli._graph import graph_command
 from shipyard.cli._load import load_command
 from shipyard.cli._parser import parse, parser
 from shipyard.cli._release import push_command, release_command
@@ -46,6 +47,7 @@ _COMMANDS: Mapping[str, Callable[[argparse.Namespace], int]] = {
     "load": load_command,
     "release": release_command,
     "affected": affected_command,
+    "graph": graph_command,
     "init": init_command,
     "schema": schema_command,
     "clean": clean_command,

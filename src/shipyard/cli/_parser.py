@@ -177,6 +177,12 @@ def _add_promote(sub: _Sub[argparse.ArgumentParser]) -> None:
     _promote.add_parser(sub, _common())
 
 
+def _add_graph(sub: _Sub[argparse.ArgumentParser]) -> None:
+    from shipyard.cli import _graph  # its own module: argparse only until run
+
+    _graph.add_parser(sub, _common())
+
+
 def _add_sign(sub: _Sub[argparse.ArgumentParser]) -> None:
     from shipyard.cli import _sign
 
@@ -193,6 +199,7 @@ _ADDERS: dict[str, Callable[[_Sub[argparse.ArgumentParser]], None]] = {
     "push": _add_push,
     "release": _add_release,
     "affected": _add_repository,
+    "graph": _add_graph,
     "init": _add_repository,
     "schema": _add_repository,
     "clean": _add_repository,

@@ -88,6 +88,7 @@ def imported(argv: list[str], cache: Path) -> tuple[int, list[str], str]:
         ["--version"],
         ["--tool-version"],
         ["build", "--dry-run"],
+        ["graph", "--format=html"],
     ],
     ids=" ".join,
 )
