@@ -130,12 +130,18 @@ class SizeDoc(_Strict):
 class DefaultsDoc(_Strict):
     """Keys merged under every binary; a binary's own keys win."""
 
-    outputs: list[Output] | None = Field(default=None, min_length=1)
-    platforms: list[Platform] | None = Field(default=None, min_length=1)
-    host: list[HostOS] | None = Field(default=None, min_length=1)
+    outputs: list[Output] | None = Field(
+        default=None, min_length=1, description="Every binary's outputs unless it names its own"
+    )
+    platforms: list[Platform] | None = Field(
+        default=None, min_length=1, description="Every binary's platforms unless it names its own"
+    )
+    host: list[HostOS] | None = Field(
+        default=None, min_length=1, description="Host OSes that may build every binary"
+    )
     image: ImageDoc | None = None
     zipapp: ZipappDoc | None = None
-    smoke: list[Text] | None = None
+    smoke: list[Text] | None = Field(default=None, description="Every binary's smoke-run arguments")
     size: SizeDoc | None = None
 
 
@@ -226,7 +232,7 @@ class TestsDoc(_Strict):
 class ProjectDoc(_Strict):
     """The repository's name, version and target Python(s)."""
 
-    name: Name
+    name: Name = Field(description="The repository's name: release tags, SBOMs and reports")
     version: ProjectVersion = Field("git", description="PEP 440 literal, or 'git' for git describe")
     # One version or a list; held as a list (a string is a list of one).
     python: Annotated[list[PythonVersion], Field(min_length=1), WithJsonSchema(PYTHON_SCHEMA)] = (
@@ -286,5 +292,7 @@ class ManifestDoc(_Strict):
     groups: dict[Name, list[Name]] = Field(
         default_factory=dict, description="Named selections of binaries (or other groups)"
     )
-    binaries: dict[Name, BinaryDoc] = Field(min_length=1)
+    binaries: dict[Name, BinaryDoc] = Field(
+        min_length=1, description="The programs the repository ships, by name"
+    )
     tests: TestsDoc | None = None
