@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from shipyard._docs._markdown import code, table
 from shipyard.cli._parser import parser
 
-__all__ = ["Flag", "commands", "flags", "page"]
+__all__ = ["Flag", "commands", "flags", "page", "parser", "undocumented"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,11 @@ def flags(top: argparse.ArgumentParser | None = None) -> list[Flag]:
     for name, (_, p) in commands(top).items():
         found += _flags_of(name, p)
     return found
+
+
+def undocumented(top: argparse.ArgumentParser | None = None) -> list[str]:
+    """`COMMAND FLAG` of every argument without help text (the top-level ones as `FLAG`)."""
+    return [f"{f.command} {f.spelling}".strip() for f in flags(top) if not f.help.strip()]
 
 
 def _usage(p: argparse.ArgumentParser) -> str:

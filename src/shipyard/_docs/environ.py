@@ -2,10 +2,54 @@
 
 from __future__ import annotations
 
-from shipyard._docs._markdown import code, table
-from shipyard._environ import VARIABLES, Scope
+import ast
+import re
+from pathlib import Path
 
-__all__ = ["page"]
+from shipyard._docs._markdown import code, table
+from shipyard._environ import VARIABLES, Scope, documented
+
+__all__ = ["mentioned", "page", "undocumented"]
+
+_NAME = re.compile(r"SHIPYARD_[A-Z0-9_]+")
+_SRC = Path(__file__).resolve().parents[2]  # src/
+
+
+def _strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, text) of the string constants of `tree` (f-strings' literal parts too),
+    leaving out the names listed in `__all__` (an exported constant named like a
+    variable is none)."""
+    exported: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            exported |= {id(c) for c in ast.walk(node.value)}
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in exported
+    ]
+
+
+def mentioned(src: Path = _SRC) -> dict[str, str]:
+    """Every `SHIPYARD_*` name in a string of the Python files under `src` (code,
+    messages, docstrings), with the first `file:line` that has it."""
+    found: dict[str, str] = {}
+    for path in sorted(src.rglob("*.py")):
+        if path.name == "_environ.py" and path.parent.name == "shipyard":
+            continue  # the table itself
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, text in _strings(tree):
+            for name in _NAME.findall(text):
+                found.setdefault(name, f"{path.relative_to(src.parent)}:{line}")
+    return found
+
+
+def undocumented(src: Path = _SRC) -> list[str]:
+    """`NAME (file:line)` of each name under `src` that no row of the table documents."""
+    return [f"{n} ({where})" for n, where in sorted(mentioned(src).items()) if not documented(n)]
+
 
 _SECTIONS: tuple[tuple[Scope, str, str], ...] = (
     ("shipyard", "Read by shipyard", "Set them in the shell or CI job that runs shipyard."),

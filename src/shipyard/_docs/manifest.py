@@ -19,7 +19,7 @@ import yaml
 from shipyard._docs._markdown import code, table
 from shipyard.manifest._schema import json_schema
 
-__all__ = ["Key", "keys", "page"]
+__all__ = ["Key", "all_keys", "page", "undocumented"]
 
 _ROOT = Path(__file__).resolve().parents[3]  # the repository, when run from a checkout
 
@@ -156,7 +156,7 @@ def _documents(root: Path) -> list[object]:
     return found
 
 
-def keys(root: Path = _ROOT) -> list[Key]:
+def all_keys(root: Path = _ROOT) -> list[Key]:
     """Every key of binaries.yaml, in the schema's order, with examples from `root`'s manifests."""
     schema = json_schema()
     defs = schema.get("$defs", {})
@@ -164,9 +164,14 @@ def keys(root: Path = _ROOT) -> list[Key]:
     return list(_walk(top, {**defs, "": top}, "", _documents(root), frozenset()))
 
 
+def undocumented(found: list[Key] | None = None) -> list[str]:
+    """The paths of the keys with no description, neither their own nor their model's."""
+    return [k.path for k in (all_keys() if found is None else found) if not k.description.strip()]
+
+
 def page(root: Path = _ROOT) -> str:
     """docs/reference/manifest.md."""
-    found = keys(root)
+    found = all_keys(root)
     out = [
         "# Manifest: binaries.yaml\n",
         "Generated from the pydantic model that validates binaries.yaml, the same one "
