@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +161,19 @@ def all_keys(root: Path = _ROOT) -> list[Key]:
     schema = json_schema()
     defs = schema.get("$defs", {})
     top = {"properties": schema["properties"], "required": schema.get("required", [])}
-    return list(_walk(top, {**defs, "": top}, "", _documents(root), frozenset()))
+    found = list(_walk(top, {**defs, "": top}, "", _documents(root), frozenset()))
+    # A key of a model used in several places (ImageDoc under defaults and under each
+    # binary) takes an example from wherever the manifests give it one.
+    shared: dict[tuple[str, str], str] = {}
+    for key in found:
+        if key.example and key.section:
+            shared.setdefault((key.section, key.path.rsplit(".", 1)[-1]), key.example)
+    return [
+        replace(k, example=shared.get((k.section, k.path.rsplit(".", 1)[-1]), ""))
+        if not k.example and k.section
+        else k
+        for k in found
+    ]
 
 
 def undocumented(found: list[Key] | None = None) -> list[str]:
