@@ -41,14 +41,14 @@ Scope = Literal["shipyard", "zipapp", "set", "tests"]
 @dataclass(frozen=True)
 class Variable:
     """One environment variable: its name, its default (\"\" when unset means off or
-    none), what it does, and where it is read (module paths under src/shipyard)."""
+    none), what it does, and where it is read (module paths under src/shipyard).
+    Which ones are secrets kept from build steps is `shipyard.process.is_secret`'s call."""
 
     name: str
     default: str
     meaning: str
     read_in: tuple[str, ...]
     scope: Scope = "shipyard"
-    secret: bool = False
 
     def pattern(self) -> re.Pattern[str]:
         """The names this row covers: itself, or its family when it holds `<HOST>`."""
@@ -62,9 +62,8 @@ def _v(
     meaning: str,
     *read_in: str,
     scope: Scope = "shipyard",
-    secret: bool = False,
 ) -> Variable:
-    return Variable(name, default, meaning, read_in, scope, secret)
+    return Variable(name, default, meaning, read_in, scope)
 
 
 CACHE_DIR = _v(
@@ -127,14 +126,12 @@ SIGNING_KEY = _v(
     "A PEM ECDSA P-256 private key (a path, or the PEM text) that signs releases "
     "and promotions; --signing-key wins. Never passed to build steps.",
     "release/keys.py",
-    secret=True,
 )
 SIGNING_KEY_PASSWORD = _v(
     "SHIPYARD_SIGNING_KEY_PASSWORD",
     "",
     "The password of an encrypted signing key.",
     "release/keys.py",
-    secret=True,
 )
 
 _CACHE_ENDPOINT = "engine/cache/endpoint.py"
@@ -147,14 +144,12 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "A remote cache's bearer token, sent as `authorization: Bearer TOKEN`.",
         _CACHE_ENDPOINT,
-        secret=True,
     ),
     _v(
         "SHIPYARD_CACHE_HEADERS",
         "",
         "Extra headers for a remote cache, NAME=VALUE,NAME=VALUE (an API key, say).",
         _CACHE_ENDPOINT,
-        secret=True,
     ),
     _v(
         "SHIPYARD_CACHE_USER",
@@ -167,7 +162,6 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "A remote cache's HTTP Basic password.",
         _CACHE_ENDPOINT,
-        secret=True,
     ),
     _v(
         "SHIPYARD_CACHE_CA",
@@ -186,7 +180,6 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "PEM file: the client certificate's key.",
         _CACHE_ENDPOINT,
-        secret=True,
     ),
     _v(
         "SHIPYARD_CACHE_TIMEOUT",
@@ -213,7 +206,6 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "Password or token for SHIPYARD_REGISTRY_USER.",
         "oci/remote/auth.py",
-        secret=True,
     ),
     _v(
         "SHIPYARD_REGISTRY_<HOST>_USER",
@@ -226,7 +218,6 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "Password for SHIPYARD_REGISTRY_<HOST>_USER.",
         "oci/remote/auth.py",
-        secret=True,
     ),
     _v(
         "SHIPYARD_REGISTRY_<HOST>_CA_FILE",
@@ -254,7 +245,6 @@ VARIABLES: tuple[Variable, ...] = (
         "",
         "The package index password or token.",
         "release/index.py",
-        secret=True,
     ),
     _v(
         "SHIPYARD_INDEX_SIMPLE_URL",

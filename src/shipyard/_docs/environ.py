@@ -8,6 +8,7 @@ from pathlib import Path
 
 from shipyard._docs._markdown import code, table
 from shipyard._environ import VARIABLES, Scope, documented
+from shipyard.process import is_secret
 
 __all__ = ["mentioned", "page", "undocumented"]
 
@@ -88,7 +89,7 @@ def page() -> str:
                 ("variable", "default", "meaning", "read in"),
                 (
                     (
-                        code(v.name) + (" *secret*" if v.secret else ""),
+                        code(v.name) + (" *secret*" if is_secret(v.name) else ""),
                         v.default,
                         v.meaning,
                         ", ".join(code(w) for w in v.read_in),

@@ -12,6 +12,9 @@ def test_every_variable_is_on_the_page_once() -> None:
         assert text.count(f"| `{variable.name}`") == 1, variable.name
     assert "## Read by a zipapp shipyard built" in text
     assert "`SHIPYARD_SIGNING_KEY` *secret*" in text
+    # Marked as process.is_secret decides what build steps never see: users too.
+    assert "`SHIPYARD_REGISTRY_USER` *secret*" in text
+    assert "`SHIPYARD_CACHE_DIR` |" in text
 
 
 def test_mentioned_finds_the_names_the_code_reads() -> None:
