@@ -21,6 +21,7 @@ from shipyard._docs._markdown import code, table
 from shipyard.artifacts import Artifact
 from shipyard.engine import report
 from shipyard.engine.plan import Action
+from shipyard.oci.mediatypes import OCI_INDEX
 from shipyard.release.staged import ImageSbom, PlatformEntry, StagedFile, StagedImage, StagedRelease
 
 __all__ = [
@@ -144,7 +145,7 @@ def _example_release() -> StagedRelease:
         "cli",
         "images/cli",
         "sha256:a",
-        "application/vnd.oci.image.index.v1+json",
+        OCI_INDEX,
         1,
         ("linux/amd64",),
         (PlatformEntry("linux/amd64", "sha256:c", 1),),
