@@ -72,7 +72,7 @@ REPORT_FIELDS: dict[str, str] = {
 }
 
 RELEASE_FIELDS: dict[str, str] = {
-    "schema": "release.json's format version (1)",
+    "schema": "the format version of the file (1)",
     "project": "project.name",
     "version": "the released version",
     "tag": "the git tag released, null for a snapshot",
