@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,9 @@ def test_the_manifest_reference_renders_without_console_errors(browser: Any, ser
     article = browser.find_element(By.CSS_SELECTOR, "article").text
     assert "binaries.<name>.entrypoint" in article
     assert "module:function that runs the program" in article
+    assert 'list of "wheel" | "zipapp" | "image"' in article, "a choice split across cells"
     browser.execute_script("document.getElementById('binaries').scrollIntoView()")
+    time.sleep(0.5)  # the header's title fades to the page's on scroll; shoot it settled
     _shot(browser, "reference-manifest.png")
 
 

@@ -56,7 +56,7 @@ def _type(node: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
         elif "const" in option:
             names.append(json.dumps(option["const"]))
         elif "enum" in option:
-            names.append(" \\| ".join(json.dumps(v) for v in option["enum"]))
+            names.append(" | ".join(json.dumps(v) for v in option["enum"]))
         elif option.get("type") == "array":
             names.append(f"list of {_type(option.get('items', {}), defs)}")
         elif "patternProperties" in option or "additionalProperties" in option:

@@ -15,6 +15,17 @@ def test_every_key_of_the_model_is_listed_with_type_and_default() -> None:
     assert found["binaries.<name>.image.variants.<name>.env"].type == "mapping of names"
     assert "tests.stages.<name>.services[].start" in found
     assert found["binaries.<name>.zipapp.compress"].type == "boolean"
+    outputs = found["binaries.<name>.outputs"].type
+    assert outputs == 'list of "wheel" | "zipapp" | "image"'
+
+
+def test_a_choice_of_values_stays_in_one_table_cell() -> None:
+    """The pipes between choices are escaped once: the row keeps its five cells."""
+    line = next(
+        row for row in manifest.page().splitlines() if row.startswith("| `binaries.<name>.outputs`")
+    )
+    assert 'list of "wheel" \\| "zipapp" \\| "image"' in line
+    assert line.replace("\\|", "").count("|") == 6
 
 
 def test_examples_come_from_the_repository_manifests(tmp_path: Path) -> None:
