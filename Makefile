@@ -8,7 +8,7 @@ PYTHON ?= python3
 TARGET ?= standard
 BIN     = $(VENV)/bin
 
-.PHONY: help build lock test lint services docker push release clean
+.PHONY: help build lock test lint docs services docker push release clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ release: $(BIN)/shipyard ## release VERSION (make release VERSION=1.4.0)
 
 lint: $(BIN)/shipyard ## ruff check and format check
 	$(BIN)/nox -s lint
+
+docs: $(BIN)/shipyard ## the documentation site, references generated, strict -> dist/site/
+	$(BIN)/nox -s docs
 
 services: ## install and start dockerd, the registry, binfmt and the base image (root)
 	bash scripts/services.sh

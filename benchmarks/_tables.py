@@ -1,13 +1,14 @@
-"""Put what the benchmarks printed into the README, between their markers.
+"""Put what the benchmarks printed into the README and the site, between their markers.
 
-    python benchmarks/_tables.py TABLES_DIR README.md
+    python benchmarks/_tables.py TABLES_DIR FILE [FILE ...]
 
 `nox -s bench` keeps each benchmark's output in `TABLES_DIR/<script>.txt` (TABLES_DIR is
-`dist/bench`). The README holds each one between `<!-- bench:<script> -->` and
-`<!-- /bench:<script> -->`; this script replaces what is between the markers with that
-output as a text block, so the published figures are the last run's own words and never
-typed by hand. A marker without a recorded output is left as it is and named; an output
-without a marker is named too.
+`dist/bench`) and fills README.md and docs/performance.md. Each FILE holds a benchmark's
+output between `<!-- bench:<script> -->` and `<!-- /bench:<script> -->`; this script
+replaces what is between the markers with that output as a text block, so the published
+figures are the last run's own words and never typed by hand. A marker without a
+recorded output is left as it is and named; an output that no FILE has a marker for is
+named too.
 """
 
 from __future__ import annotations
@@ -53,23 +54,27 @@ def block(script: str, output: str, when: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Fill README.md from the recorded tables; 2 on bad arguments."""
-    if len(argv) != 2:
-        print("usage: python benchmarks/_tables.py TABLES_DIR README.md", file=sys.stderr)
+    """Fill each FILE from the recorded tables; 2 on bad arguments."""
+    if len(argv) < 2:
+        print("usage: python benchmarks/_tables.py TABLES_DIR FILE [FILE ...]", file=sys.stderr)
         return 2
-    folder, readme = Path(argv[0]), Path(argv[1])
+    folder, files = Path(argv[0]), [Path(a) for a in argv[1:]]
     tables = {}
     for path in sorted(folder.glob("*.txt")):
         when = time.strftime("%Y-%m-%d", time.gmtime(path.stat().st_mtime))
         tables[path.stem] = block(path.stem, path.read_text(), when)
-    text, filled, missing = fill(readme.read_text(), tables)
-    readme.write_text(text)
-    unplaced = sorted(set(tables) - set(filled))
-    print(f"tables: filled {', '.join(filled) or 'none'} in {readme}")
-    if missing:
-        print(f"tables: no table recorded for {', '.join(missing)} (left as they were)")
+    placed: set[str] = set()
+    for target in files:
+        text, filled, missing = fill(target.read_text(), tables)
+        target.write_text(text)
+        placed.update(filled)
+        print(f"tables: filled {', '.join(filled) or 'none'} in {target}")
+        if missing:
+            print(f"tables: no table recorded for {', '.join(missing)} (left as they were)")
+    unplaced = sorted(set(tables) - placed)
     if unplaced:
-        print(f"tables: recorded but not in {readme}: {', '.join(unplaced)}")
+        where = ", ".join(str(f) for f in files)
+        print(f"tables: recorded but not in {where}: {', '.join(unplaced)}")
     return 0
 
 

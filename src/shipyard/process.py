@@ -14,6 +14,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from shipyard._environ import SIGNING_KEY
+
 __all__ = [
     "INSTALLER_SETTINGS",
     "StepTimeout",
@@ -32,7 +34,7 @@ __all__ = [
 # what it can read it can send anywhere. Secret: the signing key variables, and any
 # SHIPYARD_* name that ends as a credential's does (registry and index users, passwords
 # and tokens, per host or global), or whose value is a URL carrying user:password@.
-_SIGNING = "SHIPYARD_SIGNING_KEY"
+_SIGNING = SIGNING_KEY.name
 _CREDENTIAL_ENDINGS = (
     "_PASSWORD",
     "_PASSWD",

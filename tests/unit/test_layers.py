@@ -19,7 +19,7 @@ PACKAGE = SRC / "shipyard"
 # Lowest first. A name is a top-level module or package of shipyard ("__init__" is
 # the package's own __init__.py).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_fs", "_toml", "_json", "_units"),
+    ("errors", "_fs", "_toml", "_json", "_units", "_environ"),
     ("__init__",),  # the version, and the errors re-exported
     ("process", "git"),
     ("files", "dist", "stamp", "artifacts", "_http"),
@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("builders", "stages"),
     ("release",),
     ("cli", "nox"),
-    ("__main__",),
+    ("__main__", "_docs"),  # _docs: the site's generated references, from the CLI up
 )
 RANK = {name: index for index, names in enumerate(LAYERS) for name in names}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipyard import __version__
+from shipyard._environ import SOURCE_URL
 from shipyard.artifacts import Artifact, select
 from shipyard.builders.locks import lock_inputs
 from shipyard.engine.context import BuildContext
@@ -93,8 +94,8 @@ def image_settings(action: Action) -> ImageSettings:
 def source_url(action: Action, ctx: BuildContext) -> str:
     """The image's source label: $SHIPYARD_SOURCE_URL (CI sets it), else the
     repository-relative source, which is the same in every checkout."""
-    if ctx.env.get("SHIPYARD_SOURCE_URL"):
-        return ctx.env["SHIPYARD_SOURCE_URL"]
+    if ctx.env.get(SOURCE_URL.name):
+        return ctx.env[SOURCE_URL.name]
     return (
         action.source.relative_to(ctx.root).as_posix()
         if action.source.is_relative_to(ctx.root)

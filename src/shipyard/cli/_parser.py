@@ -86,7 +86,9 @@ def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _add_cache(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cache = sub.add_parser("cache", help="show or prune every part of the cache")
-    cache.add_argument("action", choices=["prune", "info"])
+    cache.add_argument(
+        "action", choices=["prune", "info"], help="info: what each part holds; prune: shrink it"
+    )
     cache.add_argument("--cache-dir", help=_CACHE_DIR)
     cache.add_argument(
         "--max-size",

@@ -50,7 +50,11 @@ def add_parsers(
             "naming the first mismatch."
         ),
     )
-    verify.add_argument("target", metavar="RELEASE_FOLDER|IMAGE_REF")
+    verify.add_argument(
+        "target",
+        metavar="RELEASE_FOLDER|IMAGE_REF",
+        help="a staged release folder (dist/release/X) or an image reference on a hub",
+    )
     verify.add_argument("--key", metavar="PUB", help="the public key (PEM, e.g. cosign.pub)")
     verify.add_argument(
         "--version",

@@ -72,9 +72,13 @@ class ImageDoc(_Strict):
     hubs: list[Hub] | None = Field(None, description="Registries/repositories to push to")
     tags: list[Tag] | None = Field(None, description="Tags to push; ${VERSION} available")
     user: User | None = Field(None, description="User the entrypoint runs as")
-    workdir: Line | None = Field(None, description="Working directory in the image")
+    workdir: Line | None = Field(
+        None, description="Working directory in the image", examples=["/srv"]
+    )
     env: dict[EnvName, Text] | None = Field(None, description="Environment of the entrypoint")
-    labels: dict[Line, Text] | None = Field(None, description="Image config labels")
+    labels: dict[Line, Text] | None = Field(
+        None, description="Image config labels", examples=[{"org.example.team": "mesh"}]
+    )
     dockerfile: Line | None = Field(
         None, description="Build with the Docker engine from this Dockerfile instead"
     )
@@ -85,16 +89,21 @@ class ImageDoc(_Strict):
         None, description="Variants built beside the image, tags suffixed -<name>"
     )
     protected: list[Hub] | None = Field(
-        None, description="Hubs (of `hubs`) pushed to only in CI or with --force-protected"
+        None,
+        description="Hubs (of `hubs`) pushed to only in CI or with --force-protected",
+        examples=[["registry.example.com/mesh"]],
     )
     movable_tags: list[Tag] | None = Field(
-        None, description="Tags a release may move from another digest (default [latest])"
+        None,
+        description="Tags a release may move from another digest (default [latest])",
+        examples=[["latest", "stable"]],
     )
     allow_missing_libraries: list[Annotated[str, Field(pattern=r"^(\*|[^\s/]+)$")]] | None = Field(
         None,
         description="Shared libraries (file names, e.g. libcuda.so.1; '*' for all) the "
         "image's native code may need without the base or the image having them "
         "(default: none; a missing one fails the build)",
+        examples=[["libcuda.so.1"]],
     )
 
 
@@ -102,11 +111,17 @@ class ZipappDoc(_Strict):
     """How a binary's zipapp is made."""
 
     shebang: Line | None = Field(
-        None, description="Interpreter line (default /usr/bin/env python3)"
+        None,
+        description="Interpreter line (default /usr/bin/env python3)",
+        examples=["/usr/bin/python3.11"],
     )
-    compress: bool | None = Field(None, description="Deflate entries (default true)")
+    compress: bool | None = Field(
+        None, description="Deflate entries (default true)", examples=[False]
+    )
     compile: bool | None = Field(
-        None, description="Ship .pyc files; shipyard must run the target Python (default false)"
+        None,
+        description="Ship .pyc files; shipyard must run the target Python (default false)",
+        examples=[True],
     )
 
 
@@ -130,12 +145,21 @@ class SizeDoc(_Strict):
 class DefaultsDoc(_Strict):
     """Keys merged under every binary; a binary's own keys win."""
 
-    outputs: list[Output] | None = Field(default=None, min_length=1)
-    platforms: list[Platform] | None = Field(default=None, min_length=1)
-    host: list[HostOS] | None = Field(default=None, min_length=1)
+    outputs: list[Output] | None = Field(
+        default=None, min_length=1, description="Every binary's outputs unless it names its own"
+    )
+    platforms: list[Platform] | None = Field(
+        default=None, min_length=1, description="Every binary's platforms unless it names its own"
+    )
+    host: list[HostOS] | None = Field(
+        default=None,
+        min_length=1,
+        description="Host OSes that may build every binary",
+        examples=[["linux"]],
+    )
     image: ImageDoc | None = None
     zipapp: ZipappDoc | None = None
-    smoke: list[Text] | None = None
+    smoke: list[Text] | None = Field(default=None, description="Every binary's smoke-run arguments")
     size: SizeDoc | None = None
 
 
@@ -151,12 +175,15 @@ class BinaryDoc(_Strict):
         default=None,
         min_length=1,
         description="OCI platforms for zipapps/images; darwin/* and windows/* are zipapp-only",
+        examples=[["linux/amd64", "darwin/arm64"]],
     )
     host: list[HostOS] | None = Field(None, min_length=1, description="Host OSes that may build it")
     image: ImageDoc | None = None
     zipapp: ZipappDoc | None = None
     requirements: Line | None = Field(
-        None, description="Hash-pinned lock file (uv pip compile --generate-hashes) to install"
+        None,
+        description="Hash-pinned lock file (uv pip compile --generate-hashes) to install",
+        examples=["apps/cli/requirements.txt"],
     )
     smoke: list[Text] | None = Field(None, description="Arguments of a smoke run, e.g. [--version]")
     extras: list[Name] | None = Field(
@@ -178,9 +205,14 @@ class ServiceDoc(_Strict):
         None,
         description="Command run until it exits 0 (default: until 127.0.0.1:{port} accepts "
         "a connection)",
+        examples=["curl -fsS http://127.0.0.1:{port}/healthz"],
     )
-    timeout: Duration | None = Field(None, description="How long it may take to be ready (30s)")
-    env: dict[EnvName, Text] | None = Field(None, description="Environment of the service")
+    timeout: Duration | None = Field(
+        None, description="How long it may take to be ready (30s)", examples=["20s"]
+    )
+    env: dict[EnvName, Text] | None = Field(
+        None, description="Environment of the service", examples=[{"LOG_LEVEL": "debug"}]
+    )
 
 
 class StageDoc(_Strict):
@@ -188,19 +220,28 @@ class StageDoc(_Strict):
     from the lock (the project, its in-repo libraries and `groups`)."""
 
     command: Command | None = Field(
-        None, description="Split as a shell would, run without one, e.g. python -m pytest"
+        None,
+        description="Split as a shell would, run without one, e.g. python -m pytest",
+        examples=["python -m mypy src"],
     )
     groups: list[GroupName] | None = Field(
-        None, description="Dependency groups to install (default: uv's default groups, dev)"
+        None,
+        description="Dependency groups to install (default: uv's default groups, dev)",
+        examples=[["dev", "types"]],
     )
-    env: dict[EnvName, Text] | None = Field(None, description="Environment of the command")
+    env: dict[EnvName, Text] | None = Field(
+        None, description="Environment of the command", examples=[{"TZ": "UTC"}]
+    )
     requirements: list[Line] | None = Field(
         None,
         description="Requirements files, relative to the project's folder, installed into "
         "the stage's environment after the lock's packages (tox's deps = -r FILE); read "
         "from the workspace root, as tox reads them",
+        examples=[["test-requirements.txt"]],
     )
-    timeout: Duration | None = Field(None, description="Longest the stage may run (30m)")
+    timeout: Duration | None = Field(
+        None, description="Longest the stage may run (30m)", examples=["10m"]
+    )
     services: list[ServiceDoc] | None = Field(
         None, description="Processes started first and stopped after (integration)"
     )
@@ -226,7 +267,7 @@ class TestsDoc(_Strict):
 class ProjectDoc(_Strict):
     """The repository's name, version and target Python(s)."""
 
-    name: Name
+    name: Name = Field(description="The repository's name: release tags, SBOMs and reports")
     version: ProjectVersion = Field("git", description="PEP 440 literal, or 'git' for git describe")
     # One version or a list; held as a list (a string is a list of one).
     python: Annotated[list[PythonVersion], Field(min_length=1), WithJsonSchema(PYTHON_SCHEMA)] = (
@@ -238,6 +279,7 @@ class ProjectDoc(_Strict):
         description="with version: git, 'per-binary' (each binary's version follows its own "
         "inputs) or 'lockstep' (one version for all, the newest); default: lockstep when "
         "projects of the repository pin each other exactly (==), else per-binary",
+        examples=["per-binary"],
     )
 
     tag_prefix: Annotated[str, Field(pattern=r"^[^\s*?\[\\~^:]*$")] = Field(
@@ -246,6 +288,7 @@ class ProjectDoc(_Strict):
         "the version (GoReleaser's monorepo tag_prefix): 'python-v' reads python-v0.5.3; "
         "'{project}/v' reads each binary's version from its own project's tags "
         "(acme-cli/v1.2.3). Default: a tag's version after any such prefix",
+        examples=["{project}/v"],
     )
 
     @field_validator("python", mode="before")
@@ -284,7 +327,11 @@ class ManifestDoc(_Strict):
     project: ProjectDoc
     defaults: DefaultsDoc = DefaultsDoc()
     groups: dict[Name, list[Name]] = Field(
-        default_factory=dict, description="Named selections of binaries (or other groups)"
+        default_factory=dict,
+        description="Named selections of binaries (or other groups)",
+        examples=[{"standard": ["meshctl", "echo"]}],
     )
-    binaries: dict[Name, BinaryDoc] = Field(min_length=1)
+    binaries: dict[Name, BinaryDoc] = Field(
+        min_length=1, description="The programs the repository ships, by name"
+    )
     tests: TestsDoc | None = None

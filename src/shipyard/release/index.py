@@ -32,6 +32,7 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import requests
 from urllib3 import encode_multipart_formdata
 
+from shipyard._environ import INDEX_CA_FILE, INDEX_INSECURE
 from shipyard._fs import sha256_file
 from shipyard._http.errors import RemoteError
 from shipyard._http.retry import TRANSIENT_STATUS, RetryPolicy
@@ -42,8 +43,8 @@ from shipyard.errors import UsageError
 
 __all__ = ["PackageIndex", "PackageIndexError", "index_from_env"]
 
-INSECURE_VARIABLE = "SHIPYARD_INDEX_INSECURE"
-CA_VARIABLE = "SHIPYARD_INDEX_CA_FILE"
+INSECURE_VARIABLE = INDEX_INSECURE.name
+CA_VARIABLE = INDEX_CA_FILE.name
 _TWINE_STATUS = re.compile(r"HTTPError: (\d{3}) ")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What twine prints when the connection broke rather than the index answering.

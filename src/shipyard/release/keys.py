@@ -30,6 +30,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from shipyard._environ import SIGNING_KEY, SIGNING_KEY_PASSWORD
 from shipyard._fs import atomic_write
 from shipyard.errors import ShipyardError, UsageError
 from shipyard.release.staged import SUMS, SUMS_SIG
@@ -52,8 +53,8 @@ __all__ = [
     "verify_sums",
 ]
 
-KEY_ENV = "SHIPYARD_SIGNING_KEY"
-PASSWORD_ENV = "SHIPYARD_SIGNING_KEY_PASSWORD"
+KEY_ENV = SIGNING_KEY.name
+PASSWORD_ENV = SIGNING_KEY_PASSWORD.name
 _PEM_START = "-----BEGIN"
 _KEYGEN_HINT = "write a pair with `shipyard keygen`"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -69,10 +69,35 @@ def test_the_script_fills_a_readme_and_names_what_it_could_not_place(tmp_path: P
     assert "recorded but not in" in done.stdout and "zipapp" in done.stdout
 
 
-def test_every_readme_block_names_a_benchmark() -> None:
-    """A marker in the README names a script `nox -s bench` runs."""
+def test_the_script_fills_the_readme_and_the_performance_page_alike(tmp_path: Path) -> None:
+    """`nox -s bench` passes both files: each marked block takes the same table, and a
+    table is "not placed" only when no file has its marker."""
+    tables = tmp_path / "bench"
+    tables.mkdir()
+    (tables / "engine.txt").write_text("E\n")
+    (tables / "images.txt").write_text("I\n")
+    readme, page = tmp_path / "README.md", tmp_path / "performance.md"
+    readme.write_text("<!-- bench:engine -->\nold\n<!-- /bench:engine -->\n")
+    page.write_text(README)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/_tables.py"), str(tables), str(readme), str(page)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "```text\nE\n```\n<!-- /bench:engine -->" in readme.read_text()
+    assert "```text\nE\n```\n<!-- /bench:engine -->" in page.read_text()
+    assert "```text\nI\n```\n<!-- /bench:images -->" in page.read_text()
+    assert f"filled engine in {readme}" in done.stdout
+    assert f"filled engine, images in {page}" in done.stdout
+    assert "recorded but not in" not in done.stdout
+
+
+def test_every_block_names_a_benchmark() -> None:
+    """A marker in the README or the performance page names a script `nox -s bench` runs."""
     import re
 
-    names = set(re.findall(r"<!-- bench:([a-z0-9_-]+) -->", (REPO / "README.md").read_text()))
     scripts = {p.stem for p in (REPO / "benchmarks").glob("*.py") if not p.name.startswith("_")}
-    assert names <= scripts, f"README blocks that no benchmark prints: {sorted(names - scripts)}"
+    for doc in (REPO / "README.md", REPO / "docs/performance.md"):
+        names = set(re.findall(r"<!-- bench:([a-z0-9_-]+) -->", doc.read_text()))
+        assert names, f"{doc.name} has no benchmark blocks"
+        assert names <= scripts, f"{doc.name} blocks no benchmark prints: {sorted(names - scripts)}"

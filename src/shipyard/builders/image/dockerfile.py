@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from shipyard._environ import DOCKER_NETWORK
 from shipyard.artifacts import Artifact, select
 from shipyard.builders.image.outputs import write_images
 from shipyard.builders.image.variants import no_dockerfile_variants
@@ -155,7 +156,7 @@ def _engine_build(
                 rm=True,
                 forcerm=True,
                 pull=True,
-                network_mode=ctx.env.get("SHIPYARD_DOCKER_NETWORK", "none"),
+                network_mode=ctx.env.get(DOCKER_NETWORK.name, DOCKER_NETWORK.default),
                 buildargs={
                     "VERSION": ctx.stamp.version,
                     "SOURCE_DATE_EPOCH": str(ctx.stamp.epoch),

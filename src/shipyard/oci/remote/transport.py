@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 import requests
 
 from shipyard import _json
+from shipyard._environ import INSECURE_REGISTRIES
 from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError, UnsafeURL
 from shipyard._http.retry import RetryPolicy
 from shipyard._http.settings import ca_file_from, http_timeout
@@ -131,7 +132,7 @@ def _endpoint(host: str, insecure: bool, env: Mapping[str, str]) -> _Endpoint:
     if scheme not in ("", "http", "https"):
         raise UsageError(f"registry {host!r}: the scheme must be http:// or https://")
     host = validate_host(bare.rstrip("/"))
-    listed = {h.strip() for h in env.get("SHIPYARD_INSECURE_REGISTRIES", "").split(",")}
+    listed = {h.strip() for h in env.get(INSECURE_REGISTRIES.name, "").split(",")}
     end = _Endpoint(scheme, host, insecure or host in listed, frozenset(listed), is_loopback(host))
     if scheme == "http" and not end.plain_ok:
         raise UsageError(
