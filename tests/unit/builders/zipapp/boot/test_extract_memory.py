@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 import sys
 import zipfile
 import zlib
@@ -48,27 +49,42 @@ def _append_zeros(pyz: Path, name: str, size: int) -> None:
             out.write(chunk)
 
 
+# Runs in a small Python of its own, which starts the zipapp and prints its exit status
+# and peak memory. A child spawned straight from the test process would not do: Linux
+# keeps the high-water mark of the memory a process had before its exec, and a child
+# spawned with posix_spawn (vfork) shares the parent's, so the child of a pytest process
+# that has grown to 200 MiB "peaks" at 200 MiB whatever it does.
+_MEASURE = """
+import os, sys
+pyz, log = sys.argv[1], sys.argv[2]
+fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+pid = os.posix_spawn(
+    sys.executable,
+    [sys.executable, pyz],
+    os.environ,
+    file_actions=[(os.POSIX_SPAWN_DUP2, fd, 1), (os.POSIX_SPAWN_DUP2, fd, 2)],
+)
+os.close(fd)
+_, status, usage = os.wait4(pid, 0)
+# ru_maxrss is in KiB on Linux, in bytes on macOS.
+peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+print(os.waitstatus_to_exitcode(status), peak)
+"""
+
+
 def _start_measured(pyz: Path, root: Path, log: Path) -> tuple[int, int]:
     """Start `pyz` with `root` as its cache folder, output to `log`; its exit status and
     peak resident memory in bytes (of that child alone, from wait4)."""
     env = {**os.environ, boot.ROOT_ENV: str(root)}
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        pid = os.posix_spawn(
-            sys.executable,
-            [sys.executable, str(pyz)],
-            env,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, fd, 1),
-                (os.POSIX_SPAWN_DUP2, fd, 2),
-            ],
-        )
-    finally:
-        os.close(fd)
-    _, status, usage = os.wait4(pid, 0)
-    # ru_maxrss is in KiB on Linux, in bytes on macOS.
-    peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    return os.waitstatus_to_exitcode(status), peak
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(pyz), str(log)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    status, peak = done.stdout.split()
+    return int(status), int(peak)
 
 
 @pytest.mark.reliability
