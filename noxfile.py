@@ -97,8 +97,8 @@ def test(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks under benchmarks/ (not part of test). Each one's output is kept in
-    dist/bench/<script>.txt and put into the README and docs/performance.md between its
-    markers (benchmarks/_tables.py), so the published figures are this run's."""
+    dist/bench/<script>.txt and put into docs/performance.md between its markers
+    (benchmarks/_tables.py), so the published figures are this run's."""
     _install(session)
     tables = Path("dist/bench")
     tables.mkdir(parents=True, exist_ok=True)
@@ -108,7 +108,7 @@ def bench(session: nox.Session) -> None:
             kept = shlex.quote(str(tables / f"{script[:-3]}.txt"))
             # Shown as it runs and kept: a benchmark takes minutes.
             session.run("bash", "-o", "pipefail", "-c", f"{command} | tee {kept}", external=True)
-    session.run("python", "benchmarks/_tables.py", str(tables), "README.md", "docs/performance.md")
+    session.run("python", "benchmarks/_tables.py", str(tables), "docs/performance.md")
 
 
 @nox.session(python=PYTHON)

@@ -1,14 +1,15 @@
-"""Put what the benchmarks printed into the README and the site, between their markers.
+"""Put what the benchmarks printed into the performance page, between their markers.
 
     python benchmarks/_tables.py TABLES_DIR FILE [FILE ...]
 
 `nox -s bench` keeps each benchmark's output in `TABLES_DIR/<script>.txt` (TABLES_DIR is
-`dist/bench`) and fills README.md and docs/performance.md. Each FILE holds a benchmark's
-output between `<!-- bench:<script> -->` and `<!-- /bench:<script> -->`; this script
-replaces what is between the markers with that output as a text block, so the published
-figures are the last run's own words and never typed by hand. A marker without a
-recorded output is left as it is and named; an output that no FILE has a marker for is
-named too.
+`dist/bench`) and fills docs/performance.md, the one page the figures are published on
+(the README links to it). Each FILE holds a benchmark's output between
+`<!-- bench:<script> -->` and `<!-- /bench:<script> -->`; this script replaces what is
+between the markers with that output as a text block, so the published figures are the
+last run's own words and never typed by hand. A FILE without markers is left as it is; a
+marker without a recorded output is left as it is and named; an output that no FILE has a
+marker for is named too.
 """
 
 from __future__ import annotations

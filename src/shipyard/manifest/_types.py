@@ -277,5 +277,5 @@ def find_manifest(start: Path) -> Path:
             return candidate
     raise UsageError(
         f"no {MANIFEST_NAME} in {start} or any parent folder; "
-        "create one (see README 'The manifest') or pass -f PATH"
+        "create one (shipyard init; see docs/guide/manifest.md) or pass -f PATH"
     )

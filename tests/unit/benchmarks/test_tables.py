@@ -1,4 +1,4 @@
-"""The README's benchmark tables come from the recorded output, never typed by hand."""
+"""The performance page's benchmark tables come from the recorded output, never typed by hand."""
 
 from __future__ import annotations
 
@@ -69,9 +69,9 @@ def test_the_script_fills_a_readme_and_names_what_it_could_not_place(tmp_path: P
     assert "recorded but not in" in done.stdout and "zipapp" in done.stdout
 
 
-def test_the_script_fills_the_readme_and_the_performance_page_alike(tmp_path: Path) -> None:
-    """`nox -s bench` passes both files: each marked block takes the same table, and a
-    table is "not placed" only when no file has its marker."""
+def test_the_script_fills_several_files_alike(tmp_path: Path) -> None:
+    """Given several files, each marked block takes the same table, and a table is "not
+    placed" only when no file has its marker."""
     tables = tmp_path / "bench"
     tables.mkdir()
     (tables / "engine.txt").write_text("E\n")
@@ -92,12 +92,40 @@ def test_the_script_fills_the_readme_and_the_performance_page_alike(tmp_path: Pa
     assert "recorded but not in" not in done.stdout
 
 
-def test_every_block_names_a_benchmark() -> None:
-    """A marker in the README or the performance page names a script `nox -s bench` runs."""
+def test_a_file_without_markers_is_left_as_it_is(tmp_path: Path) -> None:
+    """The README links to the performance page and holds no tables: passed anyway, it is
+    tolerated and unchanged, and the tables count as not placed."""
+    tables = tmp_path / "bench"
+    tables.mkdir()
+    (tables / "engine.txt").write_text("E\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\nSee docs/performance.md.\n")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks/_tables.py"), str(tables), str(readme)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert readme.read_text() == "# x\n\nSee docs/performance.md.\n"
+    assert f"filled none in {readme}" in done.stdout
+    assert "recorded but not in" in done.stdout and "engine" in done.stdout
+
+
+def test_the_performance_page_has_a_block_for_every_benchmark() -> None:
+    """The figures are published on one page: every script `nox -s bench` runs has its
+    block there, and no block names a script that does not exist."""
     import re
 
     scripts = {p.stem for p in (REPO / "benchmarks").glob("*.py") if not p.name.startswith("_")}
-    for doc in (REPO / "README.md", REPO / "docs/performance.md"):
-        names = set(re.findall(r"<!-- bench:([a-z0-9_-]+) -->", doc.read_text()))
-        assert names, f"{doc.name} has no benchmark blocks"
-        assert names <= scripts, f"{doc.name} blocks no benchmark prints: {sorted(names - scripts)}"
+    page = REPO / "docs/performance.md"
+    names = set(re.findall(r"<!-- bench:([a-z0-9_-]+) -->", page.read_text()))
+    assert names <= scripts, f"blocks no benchmark prints: {sorted(names - scripts)}"
+    assert names >= scripts, f"benchmarks without a block: {sorted(scripts - names)}"
+
+
+def test_the_bench_session_fills_the_performance_page_only() -> None:
+    """`nox -s bench` hands _tables.py the performance page and not the README."""
+    noxfile = (REPO / "noxfile.py").read_text()
+    lines = noxfile.splitlines()
+    call = next(line for line in lines if "benchmarks/_tables.py" in line and "run(" in line)
+    assert '"docs/performance.md"' in call
+    assert "README" not in call
