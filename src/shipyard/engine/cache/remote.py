@@ -36,7 +36,6 @@ from pathlib import Path
 from shipyard import _json
 from shipyard._fs import TEMP_PREFIX, sha256_file
 from shipyard._http.errors import RemoteError
-from shipyard._http.retry import RetryPolicy
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import (
     Declared,
@@ -49,6 +48,7 @@ from shipyard.engine.cache.checks import (
     stored_mode,
 )
 from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, RemoteStats, RemoteUnavailable
+from shipyard.engine.cache.patience import Patience, first_contact
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.oci import mediatypes
 from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
@@ -83,31 +83,29 @@ def open_registry_cache(
     endpoint: CacheEndpoint, connection: Connection, environ: Mapping[str, str] | None = None
 ) -> RemoteCache:
     """The cache in the registry repository `endpoint` names (`oci://HOST/REPOSITORY`),
-    with the connection's patience: each request waits at most `connection.timeout`
+    with the connection's patience (`shipyard.engine.cache.patience`): brief until the
+    registry first answers, then each request waits at most `connection.timeout`
     seconds for an answer and is tried `connection.retries` more times (quietly: the
     cache's one warning says what a failure means). Credentials: $SHIPYARD_CACHE_USER
     and $SHIPYARD_CACHE_PASSWORD when set, else the registry's own (docker login,
     $SHIPYARD_REGISTRY_USER...); the CA: $SHIPYARD_CACHE_CA, else the registry's."""
-    timeout = connection.timeout
-    retry = RetryPolicy(
-        attempts=connection.retries + 1,
-        max_delay=min(8.0, timeout),
-        deadline=(connection.retries + 1) * (timeout + 8.0),
-        quiet=True,
-    )
     if connection.basic is not None:
         user, password = connection.basic
         credentials: Credentials | None = Credentials(user, password, source="SHIPYARD_CACHE_USER")
     else:
         credentials = find_credentials(endpoint.host, environ=environ)
+    patience = Patience(connection)
+    timeout, retry = first_contact(connection)
     registry = Registry(
         endpoint.host,
         credentials=credentials,
         ca_file=connection.ca_file,
-        timeout=(min(10.0, timeout), timeout),
+        timeout=timeout,
         retry=retry,
         environ=environ,
+        on_request=patience,
     )
+    patience.attach(registry)
     return RemoteCache(registry, endpoint.path)
 
 

@@ -33,12 +33,17 @@ from shipyard.engine.cache.reapi.results import (
 from shipyard.engine.cache.reapi.stubs import re_pb2
 from shipyard.engine.cache.restore import place_files
 
-__all__ = ["Blob", "ResultStore"]
+__all__ = ["Blob", "ResultStore", "WritesRefused"]
 
 _log = logging.getLogger(__name__)
 
 # A blob to upload: its digest, and its bytes or the file that holds them.
 Blob = tuple[re_pb2.Digest, bytes | Path]
+
+
+class WritesRefused(Exception):
+    """The server refused a write (it serves reads only, or the credentials may only
+    read): the store stops, and nothing more is written in this build."""
 
 
 class ResultStore(abc.ABC):
@@ -51,11 +56,16 @@ class ResultStore(abc.ABC):
     where: str
     stats: RemoteStats
     _counting = threading.Lock()
+    _refused = False
 
     @property
     def writable(self) -> bool:
         """False for a server that takes no ActionResult updates (nothing is stored)."""
-        return True
+        return not self._refused
+
+    def refuse_writes(self) -> None:
+        """Remember that the server refused a write: `writable` is False from now on."""
+        self._refused = True
 
     def count(self, **amounts: int) -> None:
         """Add `amounts` to the counters of `stats` (actions run on several threads)."""
@@ -117,7 +127,8 @@ class ResultStore(abc.ABC):
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Upload the blobs the server misses (the outputs, the Action and Command),
-        then the ActionResult for `key`. Nothing, on a server that takes no updates."""
+        then the ActionResult for `key`. Nothing, on a server that takes no updates;
+        a write it refuses (WritesRefused) stops the store and makes it read-only."""
         if not self.writable:
             _log.debug("%s takes no action cache updates: %s not stored", self.where, key)
             return
@@ -129,9 +140,14 @@ class ResultStore(abc.ABC):
         for artifact in outputs:
             digest = re_pb2.Digest(hash=artifact.sha256, size_bytes=artifact.size)
             blobs[artifact.sha256] = (digest, artifact.path)
-        wanted = self.missing([digest for digest, _ in blobs.values()])
-        self.upload([blob for sha256, blob in blobs.items() if sha256 in wanted])
-        self.put_result(messages.digest, action_result(outputs, repo))
+        try:
+            wanted = self.missing([digest for digest, _ in blobs.values()])
+            self.upload([blob for sha256, blob in blobs.items() if sha256 in wanted])
+            self.put_result(messages.digest, action_result(outputs, repo))
+        except WritesRefused as exc:
+            self.refuse_writes()
+            _log.debug("%s refused a write (%s): %s not stored", self.where, exc, key)
+            return
         self.count(stored=1)
 
 
