@@ -22,6 +22,7 @@ read-only (`writable` False) instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +124,7 @@ class RemoteCache:
     _counts: RemoteStats = field(default_factory=RemoteStats, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _files: dict[str, Path] = field(default_factory=dict, repr=False)  # sha256 -> a file
+    _downloads: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
 
     @property
     def stats(self) -> RemoteStats:
@@ -171,13 +173,16 @@ class RemoteCache:
             layers = _layers(data, declared or Declared.dist())
             if layers is None:
                 return None  # not a shipyard cache entry
-            with _scratch(repo) as tmp:
+            with _scratch(repo) as tmp, self._fetching(layers):
                 pulled: list[PlacedFile] = []
+                here: set[str] = set()  # pulled by this restore (a file may be listed twice)
                 for layer in layers:
                     known = self._known(layer.sha256, layer.size)
                     blob = known or Path(tmp) / layer.sha256
-                    if known is None and not self._pull(layer, blob):
-                        return None
+                    if known is None and layer.sha256 not in here:
+                        if not self._pull(layer, blob):
+                            return None
+                        here.add(layer.sha256)
                     pulled.append(
                         PlacedFile(
                             blob, layer.parts, layer.sha256, layer.size, layer.mode, layer.about
@@ -225,6 +230,24 @@ class RemoteCache:
         except OSError:
             pass
         return None
+
+    @contextlib.contextmanager
+    def _fetching(self, layers: list[PlacedFile]) -> Iterator[None]:
+        """Hold the download lock of each blob of `layers` this client has not placed
+        yet, always taken in one order (two restores never wait for each other in a
+        circle): restores run in parallel, and one that needs a blob another is
+        downloading waits for it, then copies the file that one placed (`_known`)
+        instead of downloading the same bytes again."""
+        with self._lock:
+            locks = [
+                self._downloads.setdefault(sha256, threading.Lock())
+                for sha256 in sorted({layer.sha256 for layer in layers})
+                if sha256 not in self._files
+            ]
+        with contextlib.ExitStack() as held:
+            for lock in locks:
+                held.enter_context(lock)
+            yield
 
     def _remember(self, artifacts: tuple[Artifact, ...]) -> None:
         with self._lock:
