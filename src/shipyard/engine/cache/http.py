@@ -61,6 +61,7 @@ class HttpCache(ResultStore):
     """An OutputCache on an HTTP cache server (bazel-remote, nginx WebDAV, ...)."""
 
     def __init__(self, endpoint: CacheEndpoint, connection: Connection) -> None:
+        super().__init__()
         self.where = endpoint.url
         self.stats = RemoteStats()
         prefix = f"/{endpoint.path}" if endpoint.path else ""

@@ -22,20 +22,17 @@ read-only (`writable` False) instead.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import re
-import stat
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard import _json
-from shipyard._fs import TEMP_PREFIX, sha256_file
+from shipyard._fs import TEMP_PREFIX
 from shipyard._http.errors import RemoteError
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import (
@@ -50,6 +47,7 @@ from shipyard.engine.cache.checks import (
 )
 from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, RemoteStats, RemoteUnavailable
 from shipyard.engine.cache.patience import Patience, first_contact
+from shipyard.engine.cache.placed import PlacedFiles
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.oci import mediatypes
 from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
@@ -123,8 +121,7 @@ class RemoteCache:
     writable: bool = True
     _counts: RemoteStats = field(default_factory=RemoteStats, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _files: dict[str, Path] = field(default_factory=dict, repr=False)  # sha256 -> a file
-    _downloads: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _placed: PlacedFiles = field(default_factory=PlacedFiles, repr=False)
 
     @property
     def stats(self) -> RemoteStats:
@@ -173,11 +170,11 @@ class RemoteCache:
             layers = _layers(data, declared or Declared.dist())
             if layers is None:
                 return None  # not a shipyard cache entry
-            with _scratch(repo) as tmp, self._fetching(layers):
+            with _scratch(repo) as tmp, self._placed.fetching(x.sha256 for x in layers):
                 pulled: list[PlacedFile] = []
                 here: set[str] = set()  # pulled by this restore (a file may be listed twice)
                 for layer in layers:
-                    known = self._known(layer.sha256, layer.size)
+                    known = self._placed.known(layer.sha256, layer.size)
                     blob = known or Path(tmp) / layer.sha256
                     if known is None and layer.sha256 not in here:
                         if not self._pull(layer, blob):
@@ -189,7 +186,7 @@ class RemoteCache:
                         )
                     )
                 restored, _ = place_files(repo, pulled)
-                self._remember(restored)
+                self._placed.remember(restored)
         except RefusedEntry as exc:
             _log.warning(
                 "remote cache entry %s/%s:%s ignored: %s; building the action instead",
@@ -215,44 +212,6 @@ class RemoteCache:
             raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
         return True
 
-    def _known(self, sha256: str, size: int) -> Path | None:
-        """A file this client restored or stored in this build that still holds these
-        bytes (image variants share their base layers), to copy instead of
-        downloading again; `place_files` checks them once more as it copies."""
-        with self._lock:
-            path = self._files.get(sha256)
-        if path is None:
-            return None
-        try:
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_size == size and sha256_file(path) == sha256:
-                return path
-        except OSError:
-            pass
-        return None
-
-    @contextlib.contextmanager
-    def _fetching(self, layers: list[PlacedFile]) -> Iterator[None]:
-        """Hold the download lock of each blob of `layers` this client has not placed
-        yet, always taken in one order (two restores never wait for each other in a
-        circle): restores run in parallel, and one that needs a blob another is
-        downloading waits for it, then copies the file that one placed (`_known`)
-        instead of downloading the same bytes again."""
-        with self._lock:
-            locks = [
-                self._downloads.setdefault(sha256, threading.Lock())
-                for sha256 in sorted({layer.sha256 for layer in layers})
-                if sha256 not in self._files
-            ]
-        with contextlib.ExitStack() as held:
-            for lock in locks:
-                held.enter_context(lock)
-            yield
-
-    def _remember(self, artifacts: tuple[Artifact, ...]) -> None:
-        with self._lock:
-            self._files.update((a.sha256, a.path) for a in artifacts)
-
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Push the output blobs, an empty config, then the manifest tagged `key`.
 
@@ -268,7 +227,7 @@ class RemoteCache:
         except RegistryError as exc:
             raise _unavailable(exc) from exc
         self._count(stored=1)
-        self._remember(outputs)
+        self._placed.remember(outputs)
 
     def _store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         config = Descriptor.of(mediatypes.OCI_EMPTY, _EMPTY)

@@ -69,6 +69,7 @@ class GrpcCache(ResultStore):
     """An OutputCache in a REAPI server's ActionCache and CAS (one instance)."""
 
     def __init__(self, endpoint: CacheEndpoint, connection: Connection) -> None:
+        super().__init__()
         self.endpoint = endpoint
         self.connection = connection
         self.instance = endpoint.path

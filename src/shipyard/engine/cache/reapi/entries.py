@@ -24,6 +24,7 @@ from shipyard._fs import TEMP_PREFIX
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import Declared, RefusedEntry
 from shipyard.engine.cache.endpoint import RemoteStats
+from shipyard.engine.cache.placed import PlacedFiles
 from shipyard.engine.cache.reapi.results import (
     action_for,
     action_result,
@@ -57,6 +58,9 @@ class ResultStore(abc.ABC):
     stats: RemoteStats
     _counting = threading.Lock()
     _refused = False
+
+    def __init__(self) -> None:
+        self.placed = PlacedFiles()  # copied, not downloaded again, by later restores
 
     @property
     def writable(self) -> bool:
@@ -106,13 +110,22 @@ class ResultStore(abc.ABC):
                 self.count(misses=1)
                 return None
             files = result_files(result, declared or Declared.dist())
-            with _scratch(repo) as tmp:
-                unique = {f.sha256: re_pb2.Digest(hash=f.sha256, size_bytes=f.size) for f in files}
-                if not self.download(list(unique.values()), Path(tmp)):
+            with _scratch(repo) as tmp, self.placed.fetching(f.sha256 for f in files):
+                known = {f.sha256: self.placed.known(f.sha256, f.size) for f in files}
+                wanted = {
+                    f.sha256: re_pb2.Digest(hash=f.sha256, size_bytes=f.size)
+                    for f in files
+                    if known[f.sha256] is None
+                }
+                if wanted and not self.download(list(wanted.values()), Path(tmp)):
                     self.count(misses=1)
                     return None
-                placed = [dataclasses.replace(f, source=Path(tmp) / f.sha256) for f in files]
+                placed = [
+                    dataclasses.replace(f, source=known[f.sha256] or Path(tmp) / f.sha256)
+                    for f in files
+                ]
                 restored, _ = place_files(repo, placed)
+                self.placed.remember(restored)
         except RefusedEntry as exc:
             _log.warning(
                 "remote cache entry %s for %s ignored: %s; building the action instead",
@@ -149,6 +162,7 @@ class ResultStore(abc.ABC):
             _log.debug("%s refused a write (%s): %s not stored", self.where, exc, key)
             return
         self.count(stored=1)
+        self.placed.remember(outputs)
 
 
 def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
