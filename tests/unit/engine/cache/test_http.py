@@ -48,15 +48,24 @@ def test_a_client_certificate_without_its_key_is_a_usage_error(tmp_path: Path) -
         HttpCache(parse_endpoint("https://127.0.0.1:1/cache"), Connection(cert_file=cert))
 
 
-def test_retries_are_quiet_the_caches_one_warning_says_it(
-    busy: tuple[str, list[str]], caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    url, _ = busy
-    cache = open_http_cache(parse_endpoint(url), Connection(timeout=2.0, retries=2))
-    with pytest.raises(RemoteUnavailable):
-        cache.get_result(action_for("key").digest)
-    retries = [r for r in caplog.records if "retry" in r.getMessage()]
+def test_retries_are_quiet_the_caches_one_warning_says_it(busy: tuple[str, list[str]]) -> None:
+    # A handler on the retry logger itself: other tests' logging setup does not matter.
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = seen.append  # type: ignore[method-assign,assignment]
+    retry_log = logging.getLogger("shipyard._http.retry")
+    retry_log.addHandler(handler)
+    level = retry_log.level
+    retry_log.setLevel(logging.DEBUG)  # the CLI's tests leave "shipyard" at WARNING
+    try:
+        url, _ = busy
+        cache = open_http_cache(parse_endpoint(url), Connection(timeout=2.0, retries=2))
+        with pytest.raises(RemoteUnavailable):
+            cache.get_result(action_for("key").digest)
+    finally:
+        retry_log.removeHandler(handler)
+        retry_log.setLevel(level)
+    retries = [r for r in seen if "retry" in r.getMessage()]
     assert len(retries) == 2 and all(r.levelno == logging.DEBUG for r in retries)
 
 
