@@ -10,12 +10,12 @@ local cache that restores every output from it. Each row shows the wall time,
 how many actions were built and restored, and what went over the wire (from
 report.json's `cache.remote`).
 
-Servers: each protocol of --protocols gets a server of its own from
-tests/integration/_shared_caches.py (oci: a CNCF distribution registry on a free
-127.0.0.1 port); a protocol without a starter, or whose server is not installed,
-is listed as skipped with the reason. `--cache URL` (repeatable) adds a cache
-server that is already running. Target: restoring from a shared cache takes at
-most 0.5x the cold build. Nothing leaves loopback.
+Servers: each protocol of --protocols gets a server of its own on a free
+127.0.0.1 port from tests/integration/_shared_caches.py (oci: a CNCF distribution
+registry; http: nginx with WebDAV; grpc: a cache-only BuildGrid); a protocol whose
+server is not installed is listed as skipped with the reason. `--cache URL`
+(repeatable) adds a cache server that is already running. Target: restoring from
+a shared cache takes at most 0.5x the cold build. Nothing leaves loopback.
 """
 
 from __future__ import annotations

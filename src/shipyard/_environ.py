@@ -182,15 +182,22 @@ VARIABLES: tuple[Variable, ...] = (
         _CACHE_ENDPOINT,
     ),
     _v(
+        "SHIPYARD_CACHE_CONNECT_TIMEOUT",
+        "5",
+        "Seconds the remote cache calls before the server's first answer may take, their "
+        "retries included: a server that never answers costs this, once per build.",
+        _CACHE_ENDPOINT,
+    ),
+    _v(
         "SHIPYARD_CACHE_TIMEOUT",
-        "see engine/cache/endpoint.py",
-        "Seconds one remote cache call may take.",
+        "30",
+        "Seconds one remote cache call may wait for an answer once the server has answered.",
         _CACHE_ENDPOINT,
     ),
     _v(
         "SHIPYARD_CACHE_RETRIES",
-        "see engine/cache/endpoint.py",
-        "Further tries of a remote cache call that failed on the way.",
+        "2",
+        "Further tries of a remote cache call that failed on the way (a miss is not retried).",
         _CACHE_ENDPOINT,
     ),
     _v(

@@ -156,7 +156,9 @@ def _serving(
         server.stop()
 
 
-def _buildgrid_config(folder: Path, port: int, instance: str, tls: TlsFiles | None) -> str:
+def _buildgrid_config(
+    folder: Path, port: int, instance: str, tls: TlsFiles | None, reads_from: CacheServer | None
+) -> str:
     channel = f'  - !channel\n    address: "127.0.0.1:{port}"\n'
     if tls is None:
         channel += "    insecure-mode: true\n"
@@ -167,13 +169,29 @@ def _buildgrid_config(folder: Path, port: int, instance: str, tls: TlsFiles | No
         )
         if tls.clients is not None:
             channel += f"      tls-client-certs: {tls.clients}\n"
-    return (
-        f"server:\n{channel}"
-        "authorization:\n  method: none\n"
-        f"storages:\n  - !disk-storage &cas\n    path: {folder / 'storage'}\n"
+    storage = folder / "storage"
+    caches = (
         "caches:\n  - !lru-action-cache &ac\n    storage: *cas\n"
         "    max-cached-refs: 100000\n    allow-updates: true\n"
         "    cache-failed-actions: false\n"
+    )
+    if reads_from is not None:
+        # The other server's CAS folder and, through its own API, its ActionCache;
+        # this one's ActionCache takes no updates (its capabilities say so).
+        storage = reads_from.blobs.parents[1]
+        caches = (
+            "caches:\n  - !lru-action-cache &seen\n    storage: *cas\n"
+            "    max-cached-refs: 100000\n    allow-updates: true\n"
+            f"  - !remote-action-cache &upstream\n    url: http://127.0.0.1:{reads_from.port}\n"
+            f"    instance-name: {instance}\n    retries: 0\n"
+            "  - !with-cache-action-cache &ac\n    cache: *seen\n    fallback: *upstream\n"
+            "    allow-updates: false\n    cache-failed-actions: false\n"
+        )
+    return (
+        f"server:\n{channel}"
+        "authorization:\n  method: none\n"
+        f"storages:\n  - !disk-storage &cas\n    path: {storage}\n"
+        f"{caches}"
         f"instances:\n  - name: {instance}\n    services:\n"
         "      - !action-cache\n        cache: *ac\n"
         "      - !cas\n        storage: *cas\n"
@@ -184,15 +202,21 @@ def _buildgrid_config(folder: Path, port: int, instance: str, tls: TlsFiles | No
 
 @contextmanager
 def running_buildgrid(
-    folder: Path, *, instance: str = "main", tls: TlsFiles | None = None
+    folder: Path,
+    *,
+    instance: str = "main",
+    tls: TlsFiles | None = None,
+    reads_from: CacheServer | None = None,
 ) -> Iterator[CacheServer]:
-    """A cache-only BuildGrid on a free 127.0.0.1 port, stopped at the end."""
+    """A cache-only BuildGrid on a free 127.0.0.1 port, stopped at the end. With
+    `reads_from` (another running BuildGrid): a read-only view of that server's
+    cache, whose ActionCache takes no updates."""
     bgd = buildgrid_binary()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "storage").mkdir(exist_ok=True)
     port = free_port()
     config = folder / "bgd.yml"
-    config.write_text(_buildgrid_config(folder, port, instance, tls), encoding="utf-8")
+    config.write_text(_buildgrid_config(folder, port, instance, tls, reads_from), encoding="utf-8")
     scheme = "grpcs" if tls else "grpc"
     with _serving(
         [bgd, "server", "start", str(config)],
@@ -201,7 +225,7 @@ def running_buildgrid(
         CacheServer(
             f"{scheme}://127.0.0.1:{port}/{instance}",
             port,
-            folder / "storage" / "cas" / "objects",
+            (reads_from.blobs.parents[1] if reads_from else folder / "storage") / "cas" / "objects",
             folder / "server.out",
             "buildgrid",
         ),
@@ -215,6 +239,7 @@ def _nginx_config(
     tls: TlsFiles | None,
     users: dict[str, str] | None,
     headers: dict[str, str] | None,
+    read_only: bool = False,
 ) -> str:
     listen = f"listen 127.0.0.1:{port}{' ssl' if tls else ''};"
     certs = f"ssl_certificate {tls.cert}; ssl_certificate_key {tls.key};" if tls else ""
@@ -234,6 +259,8 @@ def _nginx_config(
         for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
     user = "user root;" if os.geteuid() == 0 else ""  # workers write where the test reads
+    # Read-only: GET and HEAD served, a PUT answered 403.
+    methods = "limit_except GET { deny all; }" if read_only else "dav_methods PUT;"
     return f"""
 {user}
 daemon off;
@@ -251,7 +278,7 @@ http {{
         root {folder / "data"};
         location / {{
             {auth}
-            dav_methods PUT;
+            {methods}
             create_full_put_path on;
             dav_access user:rw group:r all:r;
         }}
@@ -268,16 +295,18 @@ def running_nginx(
     tls: TlsFiles | None = None,
     users: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
+    read_only: bool = False,
 ) -> Iterator[CacheServer]:
     """nginx with WebDAV serving the HTTP cache protocol under `/prefix` on a free
     127.0.0.1 port (with Basic authentication for `users`; answering 401 to a request
-    without each of `headers`), stopped at the end."""
+    without each of `headers`; 403 to every PUT when `read_only`), stopped at the
+    end. It serves `folder`/data: a symbolic link there serves another's."""
     nginx = nginx_binary()
     for name in ("data", "tmp"):
         (folder / name).mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = folder / "nginx.conf"
-    config.write_text(_nginx_config(folder, port, tls, users, headers), encoding="utf-8")
+    config.write_text(_nginx_config(folder, port, tls, users, headers, read_only), encoding="utf-8")
     log = folder / "error.log"
     scheme = "https" if tls else "http"
     try:

@@ -1,19 +1,22 @@
 """Issue 29, item 3: what a CI needs of a shared cache, against real servers.
 
 Each test takes a fresh server of every protocol in `_shared_caches.STARTERS` (a
-registry of its own for oci:// now; the grpc:// and http:// servers join there) and
-builds the example suite's wheels and zipapps in clean clones:
+registry of its own for oci://, BuildGrid for grpc://, nginx WebDAV for http://)
+and builds the example suite's wheels and zipapps in clean clones:
 
 - a server stopped while the build stores: the build succeeds, its outputs equal a
   local build's, and stderr has exactly one warning (no retry lines);
 - a server that answers nothing in time: each call times out after
   $SHIPYARD_CACHE_TIMEOUT, the remote is dropped after the first, one warning;
+- a server that accepts connections and never answers, with the default
+  patience: the build goes on within seconds ($SHIPYARD_CACHE_CONNECT_TIMEOUT),
+  one warning;
 - `--cache-mode=read-only`: hits are restored, nothing is written (the server's
   entries before and after are the same);
 - `--cache-mode=write-only`: nothing is restored, even what the server holds, and
   everything built, or restored from the local cache, is stored;
-- a server that takes no writes (a registry granting pulls only): read, never
-  written, one note.
+- a server that takes no writes (a registry granting pulls only, nginx answering
+  PUT 403, a BuildGrid ActionCache without updates): read, never written, one note.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Any
 import pytest
 
 from tests.integration._repo import clone, copy_worktree, shipyard
-from tests.integration._shared_caches import CacheServer, cache_server
+from tests.integration._shared_caches import STARTERS, CacheServer, cache_server
+from tests.integration.stallproxy import running_stall
 
 __all__ = ["cache_server"]  # the fixture the tests take, imported for pytest to find
 
@@ -99,6 +103,20 @@ def build(
     return root, shipyard(root, "build", *SELECTION, cache, f"--cache={url}", *flags, **env)
 
 
+def went_on_locally(
+    suite: Suite, root: Path, done: subprocess.CompletedProcess[str], seconds: float
+) -> str:
+    """The one warning of a build that gave its shared cache up early (within 20 s
+    of a local build) and still made the local build's outputs."""
+    assert done.returncode == 0, done.stderr
+    assert outputs(root) == suite.outputs
+    (warning,) = warnings(done.stderr)
+    assert seconds < suite.seconds + 20, f"{seconds:.1f}s against {suite.seconds:.1f}s locally"
+    remote = report(root)["cache"]["remote"]
+    assert remote["disabled"] and remote["hits"] == remote["stored"] == 0
+    return warning
+
+
 def test_a_server_stopped_mid_build_leaves_a_correct_build_and_one_warning(
     suite: Suite, cache_server: CacheServer, tmp_path: Path
 ) -> None:
@@ -144,14 +162,28 @@ def test_a_slow_server_times_out_and_the_build_goes_on_locally(
         started = time.monotonic()
         root, done = build(suite, tmp_path / "repo", url, **patience)
         seconds = time.monotonic() - started
-    assert done.returncode == 0, done.stderr
-    assert outputs(root) == suite.outputs
-    (warning,) = warnings(done.stderr)
-    assert "timed out" in warning, warning
     # Two tries of one call of 1 s each, then no more calls: far from a 60 s stall.
-    assert seconds < suite.seconds + 20, f"{seconds:.1f}s against {suite.seconds:.1f}s locally"
-    remote = report(root)["cache"]["remote"]
-    assert remote["disabled"] and remote["hits"] == remote["stored"] == 0
+    warning = went_on_locally(suite, root, done, seconds)
+    assert "timed out" in warning, warning
+
+
+SILENT = {"oci": "oci://{}/cache", "http": "http://{}/cache", "grpc": "grpc://{}/main"}
+
+
+@pytest.mark.parametrize("protocol", sorted(STARTERS))
+def test_a_server_that_never_answers_costs_seconds_with_the_default_patience(
+    suite: Suite, protocol: str, tmp_path: Path
+) -> None:
+    """A listening socket that never replies (no real server does that on demand):
+    with no patience set, the first calls give up within the connect time-out (5 s;
+    a registry's TLS probe comes first), not after 3 tries of 30 s."""
+    with running_stall() as silent:
+        started = time.monotonic()
+        root, done = build(suite, tmp_path / "repo", SILENT[protocol].format(silent.host))
+        seconds = time.monotonic() - started
+    assert silent.connections >= 1, "the client did try"
+    warning = went_on_locally(suite, root, done, seconds)
+    assert "unavailable" in warning and "timed out" in warning, warning
 
 
 def test_read_only_restores_hits_and_writes_nothing(

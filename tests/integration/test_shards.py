@@ -1,6 +1,6 @@
 """Sharded builds on separate machines sharing a cache, then a merge: through each
-protocol's server (`_shared_caches.STARTERS`: a registry of the test's own now, the
-Remote Execution API and HTTP cache servers joining there)."""
+protocol's server (`_shared_caches.STARTERS`: a registry of the test's own, BuildGrid
+over the Remote Execution API, nginx WebDAV over the HTTP cache protocol)."""
 
 from __future__ import annotations
 

@@ -158,6 +158,15 @@ class Client:
         """Close the pooled connections (the client may still be used; it reconnects)."""
         self._session.close()
 
+    def set_patience(self, timeout: tuple[float, float], retry: RetryPolicy) -> None:
+        """Wait `timeout` (connect, read) and retry within `retry` from the next operation
+        on; one already running keeps its budget. For a caller that is patient only once
+        a server has answered (a shared cache: `shipyard.engine.cache.patience`)."""
+        retrier = Retrier(
+            retry, where=self.where, error=self._error_type, on_retry=lambda: self._count(retries=1)
+        )
+        self._timeout, self._retry, self._retrier = timeout, retry, retrier
+
     def retrying(self, op: str, attempt: Callable[[], _T]) -> _T:
         """Call `attempt` until it returns, retrying its transient errors within the budget."""
         return self._retrier.run(op, attempt)

@@ -48,6 +48,8 @@ CA_VARIABLE = "SHIPYARD_CACHE_CA"  # PEM file: the CA that signed the server's c
 CERT_VARIABLE = "SHIPYARD_CACHE_CERT"  # PEM file: a client certificate (mutual TLS)
 KEY_VARIABLE = "SHIPYARD_CACHE_KEY"  # PEM file: the client certificate's key
 TIMEOUT_VARIABLE = "SHIPYARD_CACHE_TIMEOUT"  # seconds per call
+# seconds the calls before the server's first answer may take, retries included
+CONNECT_TIMEOUT_VARIABLE = "SHIPYARD_CACHE_CONNECT_TIMEOUT"
 RETRIES_VARIABLE = "SHIPYARD_CACHE_RETRIES"  # further tries of a call that failed on the way
 
 
@@ -111,6 +113,9 @@ class Connection:
     basic: tuple[str, str] | None = None  # HTTP Basic (user, password)
     timeout: float = 30.0  # seconds per call
     retries: int = 2  # further tries of a call that failed on the way (not of a miss)
+    # Until the server has answered once, a call and its retries take at most this
+    # long: a server that never answers costs seconds, not 3 x `timeout`.
+    connect_timeout: float = 5.0
     extra: Mapping[str, str] = field(default_factory=dict)  # reserved for protocol options
 
     @classmethod
@@ -132,6 +137,7 @@ class Connection:
             basic=basic,
             timeout=_number(env, TIMEOUT_VARIABLE, 30.0, float),
             retries=int(_number(env, RETRIES_VARIABLE, 2, int)),
+            connect_timeout=_number(env, CONNECT_TIMEOUT_VARIABLE, 5.0, float),
         )
 
 
@@ -173,14 +179,17 @@ def _number(
     return value
 
 
-def open_remote(endpoint: CacheEndpoint, connection: Connection) -> OutputCache:
-    """The client of `endpoint`'s protocol. Its module is imported here, so only a build
-    that names such a cache loads it."""
+def open_remote(
+    endpoint: CacheEndpoint, connection: Connection, env: Mapping[str, str] | None = None
+) -> OutputCache:
+    """The client of `endpoint`'s protocol, with the connection's patience. `env` is
+    where a registry's own credentials and CA are looked up (default: os.environ).
+    Each protocol's module is imported here, so only a build that names such a cache
+    loads it."""
     if endpoint.scheme == "oci":
-        from shipyard.engine.cache.remote import RemoteCache
-        from shipyard.oci.remote.push import default_registry
+        from shipyard.engine.cache.remote import open_registry_cache
 
-        return RemoteCache(default_registry(endpoint.host), endpoint.path)
+        return open_registry_cache(endpoint, connection, env)
     from shipyard.engine.cache.reapi import extra_needed, open_grpc_cache
 
     if endpoint.scheme in ("grpc", "grpcs"):

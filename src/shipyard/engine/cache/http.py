@@ -12,9 +12,14 @@ is checked against its digest as a restore puts it in place
 Requests go through shipyard's HTTP layer (`shipyard._http`): TLS against the
 connection's CA or the system's, a client certificate when given, the
 connection's headers (a bearer token, an API key) and Basic credentials, a
-timeout per request and a bounded retry of transient faults (no answer, 429,
-5xx). Once those are spent, or on an answer that is not a hit, a miss or a
-success, the call raises RemoteUnavailable and the build goes on without the cache.
+timeout per request and a bounded, quiet retry of transient faults (no answer,
+429, 5xx: logged at DEBUG, never a warning per retry); until the server has
+answered once, calls are brief (`shipyard.engine.cache.patience`). Once the
+retries are spent, or on an answer that is not a hit, a miss or a success, the
+call raises RemoteUnavailable and the build goes on without the cache.
+A PUT answered 401, 403 or 405 (a server that serves reads only, or credentials
+that may only read) makes the cache read-only: `writable` turns False and nothing
+more is sent up.
 """
 
 from __future__ import annotations
@@ -27,7 +32,6 @@ from typing import IO, Any
 import requests
 
 from shipyard._http.errors import RemoteError
-from shipyard._http.retry import RetryPolicy
 from shipyard._http.transport import Client
 from shipyard.engine.cache.endpoint import (
     CacheEndpoint,
@@ -35,8 +39,9 @@ from shipyard.engine.cache.endpoint import (
     RemoteStats,
     RemoteUnavailable,
 )
+from shipyard.engine.cache.patience import Patience, first_contact
 from shipyard.engine.cache.reapi import client_certificate
-from shipyard.engine.cache.reapi.entries import Blob, ResultStore
+from shipyard.engine.cache.reapi.entries import Blob, ResultStore, WritesRefused
 from shipyard.engine.cache.reapi.results import parsed_result
 from shipyard.engine.cache.reapi.stubs import re_pb2
 
@@ -44,6 +49,7 @@ __all__ = ["HttpCache", "open_http_cache"]
 
 _MAX_RESULT = 16 << 20
 _OK = (200, 201, 204)
+_REFUSED = (401, 403, 405)  # a PUT the server will not take: read-only, or credentials
 
 
 def open_http_cache(endpoint: CacheEndpoint, connection: Connection) -> HttpCache:
@@ -55,6 +61,7 @@ class HttpCache(ResultStore):
     """An OutputCache on an HTTP cache server (bazel-remote, nginx WebDAV, ...)."""
 
     def __init__(self, endpoint: CacheEndpoint, connection: Connection) -> None:
+        super().__init__()
         self.where = endpoint.url
         self.stats = RemoteStats()
         prefix = f"/{endpoint.path}" if endpoint.path else ""
@@ -65,6 +72,8 @@ class HttpCache(ResultStore):
         pair = client_certificate(connection)
         if pair is not None:
             session.cert = (str(pair[0]), str(pair[1]))
+        patience = Patience(connection)
+        timeout, retry = first_contact(connection)
         self._client = Client(
             endpoint.host,
             where=endpoint.url,
@@ -73,16 +82,13 @@ class HttpCache(ResultStore):
             insecure=endpoint.scheme == "http",  # the URL says plain HTTP
             ca_file=connection.ca_file,
             trust_hint="give its CA as a PEM file in SHIPYARD_CACHE_CA",
-            timeout=(connection.timeout, connection.timeout),
-            retry=RetryPolicy(
-                attempts=connection.retries + 1,
-                base_delay=0.2,
-                max_delay=2.0,
-                deadline=connection.timeout * (connection.retries + 1) * 2,
-            ),
+            timeout=timeout,
+            retry=retry,
             session=session,
             on_request=self._counted,
         )
+        self._patience = patience
+        patience.attach(self._client)
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -90,6 +96,7 @@ class HttpCache(ResultStore):
 
     def _counted(self, method: str, path: str, status: int | None) -> None:
         self.count(calls=1)
+        self._patience(method, path, status)
 
     # ResultStore's moves ----------------------------------------------------
 
@@ -109,7 +116,7 @@ class HttpCache(ResultStore):
         data = result.SerializeToString()
         op = "write an action result"
         with self._request("PUT", f"ac/{action.hash}", op, body=lambda: data) as resp:
-            self._expect(op, resp)
+            self._expect_written(op, resp)
         self.count(bytes_up=len(data))
 
     def missing(self, digests: Sequence[re_pb2.Digest]) -> set[str]:
@@ -133,7 +140,7 @@ class HttpCache(ResultStore):
                 handle,
                 self._request("PUT", f"cas/{digest.hash}", op, body=_rewound(handle)) as resp,
             ):
-                self._expect(op, resp)
+                self._expect_written(op, resp)
             self.count(bytes_up=digest.size_bytes)
 
     def download(self, digests: Sequence[re_pb2.Digest], folder: Path) -> bool:
@@ -199,6 +206,15 @@ class HttpCache(ResultStore):
                 "SHIPYARD_CACHE_HEADERS or SHIPYARD_CACHE_USER/SHIPYARD_CACHE_PASSWORD"
             )
         raise RemoteUnavailable(f"{self.where}: {op}: HTTP {resp.status_code}{hint}")
+
+    def _expect_written(self, op: str, resp: requests.Response) -> None:
+        """Nothing for a success; WritesRefused when the server answers a PUT with
+        401, 403 or 405 (it serves reads only, or these credentials may only read):
+        the cache is then read and never written, with one note."""
+        if resp.status_code in _REFUSED:
+            self.refuse_writes()
+            raise WritesRefused(f"{self.where}: {op}: HTTP {resp.status_code}")
+        self._expect(op, resp)
 
     def _read(self, op: str, resp: requests.Response, limit: int) -> bytes:
         try:

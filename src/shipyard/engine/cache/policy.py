@@ -233,13 +233,7 @@ def open_guarded(url: str, mode: CacheMode, env: Mapping[str, str]) -> GuardedRe
     endpoint = parse_endpoint(url)
     connection = Connection.from_env(env)
     try:
-        if endpoint.scheme == "oci":
-            # The registry client with the connection's timeout and retries.
-            from shipyard.engine.cache.remote import open_registry_cache
-
-            client: RemoteClient = open_registry_cache(endpoint, connection, env)
-        else:
-            client = _opened(open_remote(endpoint, connection))
+        client = _opened(open_remote(endpoint, connection, env))
     except RemoteUnavailable as exc:
         return GuardedRemote(None, url, mode, reason=str(exc))
     return GuardedRemote(client, url, mode)

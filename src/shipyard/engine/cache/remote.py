@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import stat
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -34,9 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard import _json
-from shipyard._fs import TEMP_PREFIX, sha256_file
+from shipyard._fs import TEMP_PREFIX
 from shipyard._http.errors import RemoteError
-from shipyard._http.retry import RetryPolicy
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import (
     Declared,
@@ -49,6 +46,8 @@ from shipyard.engine.cache.checks import (
     stored_mode,
 )
 from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, RemoteStats, RemoteUnavailable
+from shipyard.engine.cache.patience import Patience, first_contact
+from shipyard.engine.cache.placed import PlacedFiles
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.oci import mediatypes
 from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
@@ -83,31 +82,29 @@ def open_registry_cache(
     endpoint: CacheEndpoint, connection: Connection, environ: Mapping[str, str] | None = None
 ) -> RemoteCache:
     """The cache in the registry repository `endpoint` names (`oci://HOST/REPOSITORY`),
-    with the connection's patience: each request waits at most `connection.timeout`
+    with the connection's patience (`shipyard.engine.cache.patience`): brief until the
+    registry first answers, then each request waits at most `connection.timeout`
     seconds for an answer and is tried `connection.retries` more times (quietly: the
     cache's one warning says what a failure means). Credentials: $SHIPYARD_CACHE_USER
     and $SHIPYARD_CACHE_PASSWORD when set, else the registry's own (docker login,
     $SHIPYARD_REGISTRY_USER...); the CA: $SHIPYARD_CACHE_CA, else the registry's."""
-    timeout = connection.timeout
-    retry = RetryPolicy(
-        attempts=connection.retries + 1,
-        max_delay=min(8.0, timeout),
-        deadline=(connection.retries + 1) * (timeout + 8.0),
-        quiet=True,
-    )
     if connection.basic is not None:
         user, password = connection.basic
         credentials: Credentials | None = Credentials(user, password, source="SHIPYARD_CACHE_USER")
     else:
         credentials = find_credentials(endpoint.host, environ=environ)
+    patience = Patience(connection)
+    timeout, retry = first_contact(connection)
     registry = Registry(
         endpoint.host,
         credentials=credentials,
         ca_file=connection.ca_file,
-        timeout=(min(10.0, timeout), timeout),
+        timeout=timeout,
         retry=retry,
         environ=environ,
+        on_request=patience,
     )
+    patience.attach(registry)
     return RemoteCache(registry, endpoint.path)
 
 
@@ -124,7 +121,7 @@ class RemoteCache:
     writable: bool = True
     _counts: RemoteStats = field(default_factory=RemoteStats, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _files: dict[str, Path] = field(default_factory=dict, repr=False)  # sha256 -> a file
+    _placed: PlacedFiles = field(default_factory=PlacedFiles, repr=False)
 
     @property
     def stats(self) -> RemoteStats:
@@ -173,20 +170,23 @@ class RemoteCache:
             layers = _layers(data, declared or Declared.dist())
             if layers is None:
                 return None  # not a shipyard cache entry
-            with _scratch(repo) as tmp:
+            with _scratch(repo) as tmp, self._placed.fetching(x.sha256 for x in layers):
                 pulled: list[PlacedFile] = []
+                here: set[str] = set()  # pulled by this restore (a file may be listed twice)
                 for layer in layers:
-                    known = self._known(layer.sha256, layer.size)
+                    known = self._placed.known(layer.sha256, layer.size)
                     blob = known or Path(tmp) / layer.sha256
-                    if known is None and not self._pull(layer, blob):
-                        return None
+                    if known is None and layer.sha256 not in here:
+                        if not self._pull(layer, blob):
+                            return None
+                        here.add(layer.sha256)
                     pulled.append(
                         PlacedFile(
                             blob, layer.parts, layer.sha256, layer.size, layer.mode, layer.about
                         )
                     )
                 restored, _ = place_files(repo, pulled)
-                self._remember(restored)
+                self._placed.remember(restored)
         except RefusedEntry as exc:
             _log.warning(
                 "remote cache entry %s/%s:%s ignored: %s; building the action instead",
@@ -212,26 +212,6 @@ class RemoteCache:
             raise RefusedEntry(f"the blob for {'/'.join(layer.parts)}: {exc}") from exc
         return True
 
-    def _known(self, sha256: str, size: int) -> Path | None:
-        """A file this client restored or stored in this build that still holds these
-        bytes (image variants share their base layers), to copy instead of
-        downloading again; `place_files` checks them once more as it copies."""
-        with self._lock:
-            path = self._files.get(sha256)
-        if path is None:
-            return None
-        try:
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and st.st_size == size and sha256_file(path) == sha256:
-                return path
-        except OSError:
-            pass
-        return None
-
-    def _remember(self, artifacts: tuple[Artifact, ...]) -> None:
-        with self._lock:
-            self._files.update((a.sha256, a.path) for a in artifacts)
-
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Push the output blobs, an empty config, then the manifest tagged `key`.
 
@@ -247,7 +227,7 @@ class RemoteCache:
         except RegistryError as exc:
             raise _unavailable(exc) from exc
         self._count(stored=1)
-        self._remember(outputs)
+        self._placed.remember(outputs)
 
     def _store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         config = Descriptor.of(mediatypes.OCI_EMPTY, _EMPTY)

@@ -99,3 +99,24 @@ def test_without_the_remote_extra_a_cache_url_says_what_to_install(
     with pytest.raises(UsageError, match=r"pip install 'shipyard\[remote\]'") as caught:
         open_remote(parse_endpoint(url), Connection())
     assert caught.value.exit_code == 2 and f"--cache={url}" in str(caught.value)
+
+
+def test_the_connect_timeout_comes_from_the_environment_and_a_bad_one_is_named() -> None:
+    assert Connection.from_env({}).connect_timeout == 5.0
+    assert Connection.from_env({"SHIPYARD_CACHE_CONNECT_TIMEOUT": "1.5"}).connect_timeout == 1.5
+    with pytest.raises(UsageError, match="SHIPYARD_CACHE_CONNECT_TIMEOUT"):
+        Connection.from_env({"SHIPYARD_CACHE_CONNECT_TIMEOUT": "0"})
+
+
+def test_an_oci_url_opens_the_registry_cache_with_the_connection_and_env() -> None:
+    """One path for every protocol: open_remote builds the registry client too, with
+    the cache's credentials and the environment it was given (nothing is sent)."""
+    from shipyard.engine.cache.remote import RemoteCache
+
+    env = {"SHIPYARD_CACHE_USER": "ci", "SHIPYARD_CACHE_PASSWORD": "pw", "DOCKER_CONFIG": "/x"}
+    cache = open_remote(
+        parse_endpoint("oci://127.0.0.1:5000/team/cache"), Connection.from_env(env), env
+    )
+    assert isinstance(cache, RemoteCache)
+    assert (cache.registry.host, cache.repository) == ("127.0.0.1:5000", "team/cache")
+    assert cache.stats.calls == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -116,11 +118,9 @@ def test_a_blob_with_other_bytes_is_a_miss_not_an_unavailable_server(
     assert stats.bytes_down >= len(manifest) + 5
 
 
-def test_a_blob_restored_once_is_copied_not_downloaded_again(
-    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
-) -> None:
-    """Image variants share base layers: two entries naming one blob download it once;
-    the second copy is checked against its digest as any restore is."""
+def _two_entries_naming_one_blob(fake: FakeRegistry, tmp_path: Path) -> Descriptor:
+    """Entries `one` (dist/a.whl) and `two` (dist/b.whl) whose one layer is the same
+    blob (b"wheel"), served by `fake`; that layer."""
     artifact = _stored_artifact(tmp_path / "made")
     config = Descriptor.of("application/vnd.oci.empty.v1+json", b"{}")
     media = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
@@ -135,6 +135,37 @@ def test_a_blob_restored_once_is_copied_not_downloaded_again(
     for key, entry in (("one", layer), ("two", other)):
         manifest = artifact_manifest_json(ARTIFACT_TYPE, config, [entry])
         fake.route("GET", f"/v2/cache/manifests/{key}", (200, media, manifest))
+    return layer
+
+
+def test_restores_in_parallel_download_a_blob_they_share_once(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    """Actions restore on several workers: the second restore waits for the blob the
+    first is downloading (slowly here) and copies it, instead of downloading it too."""
+    layer = _two_entries_naming_one_blob(fake, tmp_path)
+
+    def slowly(_: object) -> tuple[int, dict[str, str], bytes]:
+        time.sleep(0.5)
+        return 200, {}, b"wheel"
+
+    fake.route("GET", f"/v2/cache/blobs/{layer.digest}", slowly)
+    registry, _ = client(fake, sleeps)
+    cache = RemoteCache(registry, "cache")
+    repo = tmp_path / "repo"
+    with ThreadPoolExecutor(2) as pool:
+        restored = list(pool.map(lambda key: cache.restore(key, repo), ("one", "two")))
+    assert [r[0].path.read_bytes() for r in restored if r] == [b"wheel", b"wheel"]
+    assert fake.count("GET", f"/v2/cache/blobs/{layer.digest}") == 1
+    assert cache.stats.hits == 2
+
+
+def test_a_blob_restored_once_is_copied_not_downloaded_again(
+    fake: FakeRegistry, sleeps: list[float], tmp_path: Path
+) -> None:
+    """Image variants share base layers: two entries naming one blob download it once;
+    the second copy is checked against its digest as any restore is."""
+    layer = _two_entries_naming_one_blob(fake, tmp_path)
     fake.route("GET", f"/v2/cache/blobs/{layer.digest}", (200, {}, b"wheel"))
     registry, _ = client(fake, sleeps)
     cache = RemoteCache(registry, "cache")

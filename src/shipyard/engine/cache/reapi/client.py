@@ -4,13 +4,14 @@ Capabilities come first (asked by the first call, never by opening the client):
 the server must offer SHA256 digests; its largest batch sets which blobs go in
 BatchUpdateBlobs/BatchReadBlobs and which through ByteStream (resource names carry
 the instance); whether it takes ActionCache updates is `writable`. Every call has
-a deadline (`Connection.timeout`) and is tried again, a bounded number of times
-(`Connection.retries`), when the server is unavailable, late or busy; after that,
-or on any other error but NOT_FOUND, the call raises RemoteUnavailable and the
-build goes on without the cache. The headers of the connection (a bearer token,
-an API key, Basic credentials) go with every call as metadata; grpcs:// verifies
-the server against the connection's CA (else the system's) and presents its
-client certificate if it has one.
+a deadline (`Connection.timeout`; the first, the capabilities, shares
+`Connection.connect_timeout` with its retries) and is tried again, quietly and a
+bounded number of times (`Connection.retries`), when the server is unavailable,
+late or busy; after that, or on any other error but NOT_FOUND, the call raises
+RemoteUnavailable and the build goes on without the cache. The headers of the
+connection (a bearer token, an API key, Basic credentials) go with every call as
+metadata; grpcs:// verifies the server against the connection's CA (else the
+system's) and presents its client certificate if it has one.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class GrpcCache(ResultStore):
     """An OutputCache in a REAPI server's ActionCache and CAS (one instance)."""
 
     def __init__(self, endpoint: CacheEndpoint, connection: Connection) -> None:
+        super().__init__()
         self.endpoint = endpoint
         self.connection = connection
         self.instance = endpoint.path
@@ -81,6 +83,7 @@ class GrpcCache(ResultStore):
         self._bytestream = bs_grpc.ByteStreamStub(self._channel)
         self._asking = threading.Lock()
         self._known: re_pb2.CacheCapabilities | None = None
+        self._unreachable: str | None = None  # why the capabilities could not be had
 
     def close(self) -> None:
         """Close the channel."""
@@ -89,7 +92,8 @@ class GrpcCache(ResultStore):
     @property
     def writable(self) -> bool:
         """Whether the server takes ActionCache updates (its capabilities say)."""
-        return self.capabilities().action_cache_update_capabilities.update_enabled
+        updates = self.capabilities().action_cache_update_capabilities.update_enabled
+        return updates and not self._refused
 
     @property
     def batch_limit(self) -> int:
@@ -101,10 +105,17 @@ class GrpcCache(ResultStore):
     def capabilities(self) -> re_pb2.CacheCapabilities:
         """The server's cache capabilities, asked by the first call that needs them
         (opening a client sends nothing). SHA256 is required: a server without it
-        cannot hold shipyard's digests (RemoteUnavailable)."""
+        cannot hold shipyard's digests (RemoteUnavailable). A failure is remembered:
+        the threads that waited for it get it at once instead of asking again."""
         with self._asking:
+            if self._unreachable is not None:
+                raise RemoteUnavailable(self._unreachable)
             if self._known is None:
-                self._known = self._ask_capabilities()
+                try:
+                    self._known = self._ask_capabilities()
+                except RemoteUnavailable as exc:
+                    self._unreachable = str(exc)
+                    raise
             return self._known
 
     def _ask_capabilities(self) -> re_pb2.CacheCapabilities:
@@ -114,6 +125,7 @@ class GrpcCache(ResultStore):
             lambda timeout: self._capabilities.GetCapabilities(
                 request, timeout=timeout, metadata=self._metadata
             ),
+            budget=self.connection.connect_timeout,  # the first call: brief (see `_call`)
         )
         caps = found.cache_capabilities
         if caps.digest_function and _SHA256 not in caps.digest_function:
@@ -293,29 +305,47 @@ class GrpcCache(ResultStore):
         )
         self.count(bytes_up=digest.size_bytes)
 
-    def _call(self, op: str, attempt: Callable[[float], _T], size: int = 0) -> _T:
+    def _call(
+        self,
+        op: str,
+        attempt: Callable[[float], _T],
+        size: int = 0,
+        *,
+        budget: float | None = None,
+    ) -> _T:
         """`attempt(deadline)`, tried again on UNAVAILABLE, DEADLINE_EXCEEDED,
-        RESOURCE_EXHAUSTED and ABORTED up to `retries` times; _NotFound on NOT_FOUND,
-        RemoteUnavailable on anything else or once the tries are spent."""
+        RESOURCE_EXHAUSTED and ABORTED up to `retries` times (quietly: the cache's one
+        warning says what a failure means); _NotFound on NOT_FOUND, RemoteUnavailable
+        on anything else or once the tries are spent. With `budget` (the first call,
+        before the server has answered) all tries together take at most that long, so
+        a server that never answers costs seconds, not `retries + 1` time-outs."""
         timeout = self.connection.timeout + size / _STREAM_RATE
         tries = self.connection.retries + 1
+        started = time.monotonic()
         for tried in range(1, tries + 1):
+            wait = timeout
+            if budget is not None:
+                wait = min(timeout, budget - (time.monotonic() - started))
             self.count(calls=1)
             try:
-                return attempt(timeout)
+                return attempt(wait)
             except grpc.RpcError as exc:
                 code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
                 if code == grpc.StatusCode.NOT_FOUND:
                     raise _NotFound(op) from None
-                if code not in _RETRIED or tried == tries:
-                    raise self._unavailable(op, exc, code, tried) from None
-            time.sleep(min(2.0, 0.2 * 2 ** (tried - 1)) * random.uniform(0.5, 1.0))
+                pause = min(2.0, 0.2 * 2 ** (tried - 1)) * random.uniform(0.5, 1.0)
+                spent = budget is not None and time.monotonic() - started + pause >= budget
+                if code not in _RETRIED or tried == tries or spent:
+                    raise self._unavailable(op, exc, code, tried, wait) from None
+            time.sleep(pause)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _unavailable(
-        self, op: str, exc: grpc.RpcError, code: grpc.StatusCode, tried: int
+        self, op: str, exc: grpc.RpcError, code: grpc.StatusCode, tried: int, wait: float
     ) -> RemoteUnavailable:
         details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            details = f"timed out after {wait:.3g} s: {details}"
         hint = ""
         if code in _AUTH:
             hint = (

@@ -24,6 +24,7 @@ from shipyard._fs import TEMP_PREFIX
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import Declared, RefusedEntry
 from shipyard.engine.cache.endpoint import RemoteStats
+from shipyard.engine.cache.placed import PlacedFiles
 from shipyard.engine.cache.reapi.results import (
     action_for,
     action_result,
@@ -33,12 +34,17 @@ from shipyard.engine.cache.reapi.results import (
 from shipyard.engine.cache.reapi.stubs import re_pb2
 from shipyard.engine.cache.restore import place_files
 
-__all__ = ["Blob", "ResultStore"]
+__all__ = ["Blob", "ResultStore", "WritesRefused"]
 
 _log = logging.getLogger(__name__)
 
 # A blob to upload: its digest, and its bytes or the file that holds them.
 Blob = tuple[re_pb2.Digest, bytes | Path]
+
+
+class WritesRefused(Exception):
+    """The server refused a write (it serves reads only, or the credentials may only
+    read): the store stops, and nothing more is written in this build."""
 
 
 class ResultStore(abc.ABC):
@@ -51,11 +57,19 @@ class ResultStore(abc.ABC):
     where: str
     stats: RemoteStats
     _counting = threading.Lock()
+    _refused = False
+
+    def __init__(self) -> None:
+        self.placed = PlacedFiles()  # copied, not downloaded again, by later restores
 
     @property
     def writable(self) -> bool:
         """False for a server that takes no ActionResult updates (nothing is stored)."""
-        return True
+        return not self._refused
+
+    def refuse_writes(self) -> None:
+        """Remember that the server refused a write: `writable` is False from now on."""
+        self._refused = True
 
     def count(self, **amounts: int) -> None:
         """Add `amounts` to the counters of `stats` (actions run on several threads)."""
@@ -96,13 +110,22 @@ class ResultStore(abc.ABC):
                 self.count(misses=1)
                 return None
             files = result_files(result, declared or Declared.dist())
-            with _scratch(repo) as tmp:
-                unique = {f.sha256: re_pb2.Digest(hash=f.sha256, size_bytes=f.size) for f in files}
-                if not self.download(list(unique.values()), Path(tmp)):
+            with _scratch(repo) as tmp, self.placed.fetching(f.sha256 for f in files):
+                known = {f.sha256: self.placed.known(f.sha256, f.size) for f in files}
+                wanted = {
+                    f.sha256: re_pb2.Digest(hash=f.sha256, size_bytes=f.size)
+                    for f in files
+                    if known[f.sha256] is None
+                }
+                if wanted and not self.download(list(wanted.values()), Path(tmp)):
                     self.count(misses=1)
                     return None
-                placed = [dataclasses.replace(f, source=Path(tmp) / f.sha256) for f in files]
+                placed = [
+                    dataclasses.replace(f, source=known[f.sha256] or Path(tmp) / f.sha256)
+                    for f in files
+                ]
                 restored, _ = place_files(repo, placed)
+                self.placed.remember(restored)
         except RefusedEntry as exc:
             _log.warning(
                 "remote cache entry %s for %s ignored: %s; building the action instead",
@@ -117,7 +140,8 @@ class ResultStore(abc.ABC):
 
     def store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         """Upload the blobs the server misses (the outputs, the Action and Command),
-        then the ActionResult for `key`. Nothing, on a server that takes no updates."""
+        then the ActionResult for `key`. Nothing, on a server that takes no updates;
+        a write it refuses (WritesRefused) stops the store and makes it read-only."""
         if not self.writable:
             _log.debug("%s takes no action cache updates: %s not stored", self.where, key)
             return
@@ -129,10 +153,16 @@ class ResultStore(abc.ABC):
         for artifact in outputs:
             digest = re_pb2.Digest(hash=artifact.sha256, size_bytes=artifact.size)
             blobs[artifact.sha256] = (digest, artifact.path)
-        wanted = self.missing([digest for digest, _ in blobs.values()])
-        self.upload([blob for sha256, blob in blobs.items() if sha256 in wanted])
-        self.put_result(messages.digest, action_result(outputs, repo))
+        try:
+            wanted = self.missing([digest for digest, _ in blobs.values()])
+            self.upload([blob for sha256, blob in blobs.items() if sha256 in wanted])
+            self.put_result(messages.digest, action_result(outputs, repo))
+        except WritesRefused as exc:
+            self.refuse_writes()
+            _log.debug("%s refused a write (%s): %s not stored", self.where, exc, key)
+            return
         self.count(stored=1)
+        self.placed.remember(outputs)
 
 
 def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
