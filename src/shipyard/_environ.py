@@ -18,17 +18,41 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "ACTION_KEY",
+    "CACHE_CA",
+    "CACHE_CERT",
+    "CACHE_CONNECT_TIMEOUT",
     "CACHE_DIR",
+    "CACHE_HEADERS",
+    "CACHE_KEY",
     "CACHE_MAX_SIZE",
+    "CACHE_MODE",
+    "CACHE_PASSWORD",
+    "CACHE_RETRIES",
+    "CACHE_TIMEOUT",
+    "CACHE_TOKEN",
+    "CACHE_USER",
     "DOCKER_NETWORK",
     "HTTP_TIMEOUT",
     "INDEX_CA_FILE",
     "INDEX_INSECURE",
+    "INDEX_PASSWORD",
+    "INDEX_SIMPLE_URL",
+    "INDEX_URL",
+    "INDEX_USER",
     "INSECURE_REGISTRIES",
+    "PROJECT",
+    "REGISTRY_HOST_CA_FILE",
+    "REGISTRY_HOST_PASSWORD",
+    "REGISTRY_HOST_USER",
+    "REGISTRY_PASSWORD",
+    "REGISTRY_USER",
     "SIGNING_KEY",
     "SIGNING_KEY_PASSWORD",
     "SOURCE_URL",
+    "STAGE",
     "VARIABLES",
+    "VERSION",
     "Variable",
     "documented",
 ]
@@ -54,6 +78,13 @@ class Variable:
         """The names this row covers: itself, or its family when it holds `<HOST>`."""
         parts = (re.escape(p) for p in self.name.split("<HOST>"))
         return re.compile("^" + "[A-Z0-9_]+".join(parts) + "$")
+
+    def member(self, host: str) -> str:
+        """The family's name for `host` (`host:port`): upper-cased, every other
+        character `_` (`127.0.0.1:5000` -> `SHIPYARD_REGISTRY_127_0_0_1_5000_USER`)."""
+        if "<HOST>" not in self.name:
+            raise ValueError(f"{self.name} is not a family")
+        return self.name.replace("<HOST>", re.sub(r"[^A-Z0-9]", "_", host.upper()))
 
 
 def _v(
@@ -136,144 +167,187 @@ SIGNING_KEY_PASSWORD = _v(
 
 _CACHE_ENDPOINT = "engine/cache/endpoint.py"
 
+CACHE_TOKEN = _v(
+    "SHIPYARD_CACHE_TOKEN",
+    "",
+    "A remote cache's bearer token, sent as `authorization: Bearer TOKEN`.",
+    _CACHE_ENDPOINT,
+)
+CACHE_HEADERS = _v(
+    "SHIPYARD_CACHE_HEADERS",
+    "",
+    "Extra headers for a remote cache, NAME=VALUE,NAME=VALUE (an API key, say).",
+    _CACHE_ENDPOINT,
+)
+CACHE_USER = _v(
+    "SHIPYARD_CACHE_USER",
+    "",
+    "A remote cache's HTTP Basic user (with SHIPYARD_CACHE_PASSWORD).",
+    _CACHE_ENDPOINT,
+)
+CACHE_PASSWORD = _v(
+    "SHIPYARD_CACHE_PASSWORD",
+    "",
+    "A remote cache's HTTP Basic password.",
+    _CACHE_ENDPOINT,
+)
+CACHE_CA = _v(
+    "SHIPYARD_CACHE_CA",
+    "the system's CAs",
+    "PEM file: the CA that signed the remote cache server's certificate.",
+    _CACHE_ENDPOINT,
+)
+CACHE_CERT = _v(
+    "SHIPYARD_CACHE_CERT",
+    "",
+    "PEM file: a client certificate for the remote cache (mutual TLS).",
+    _CACHE_ENDPOINT,
+)
+CACHE_KEY = _v(
+    "SHIPYARD_CACHE_KEY",
+    "",
+    "PEM file: the client certificate's key.",
+    _CACHE_ENDPOINT,
+)
+CACHE_CONNECT_TIMEOUT = _v(
+    "SHIPYARD_CACHE_CONNECT_TIMEOUT",
+    "5",
+    "Seconds the remote cache calls before the server's first answer may take, their "
+    "retries included: a server that never answers costs this, once per build.",
+    _CACHE_ENDPOINT,
+)
+CACHE_TIMEOUT = _v(
+    "SHIPYARD_CACHE_TIMEOUT",
+    "30",
+    "Seconds one remote cache call may wait for an answer once the server has answered.",
+    _CACHE_ENDPOINT,
+)
+CACHE_RETRIES = _v(
+    "SHIPYARD_CACHE_RETRIES",
+    "2",
+    "Further tries of a remote cache call that failed on the way (a miss is not retried).",
+    _CACHE_ENDPOINT,
+)
+CACHE_MODE = _v(
+    "SHIPYARD_CACHE_MODE",
+    "read-write",
+    "How a build uses the shared cache when `--cache-mode` is not given: read-write, "
+    "read-only (pull requests: never written) or write-only (a warming job: never read).",
+    "engine/cache/mode.py",
+)
+ACTION_KEY = _v(
+    "SHIPYARD_ACTION_KEY",
+    "",
+    "Never read: the one variable of the Remote Execution API Command shipyard sends "
+    "for an action, holding the action's key, so the Action's digest follows the key.",
+    "engine/cache/reapi/results.py",
+    scope="set",
+)
+REGISTRY_USER = _v(
+    "SHIPYARD_REGISTRY_USER",
+    "",
+    "User for the registries shipyard pushes to (hubs, an oci:// cache); never sent "
+    "to a registry it only pulls from. Falls back to docker's config.json.",
+    "oci/remote/auth.py",
+)
+REGISTRY_PASSWORD = _v(
+    "SHIPYARD_REGISTRY_PASSWORD",
+    "",
+    "Password or token for SHIPYARD_REGISTRY_USER.",
+    "oci/remote/auth.py",
+)
+REGISTRY_HOST_USER = _v(
+    "SHIPYARD_REGISTRY_<HOST>_USER",
+    "",
+    "User for one registry host (pushed to or pulled from); wins over the global pair.",
+    "oci/remote/auth.py",
+)
+REGISTRY_HOST_PASSWORD = _v(
+    "SHIPYARD_REGISTRY_<HOST>_PASSWORD",
+    "",
+    "Password for SHIPYARD_REGISTRY_<HOST>_USER.",
+    "oci/remote/auth.py",
+)
+REGISTRY_HOST_CA_FILE = _v(
+    "SHIPYARD_REGISTRY_<HOST>_CA_FILE",
+    "docker's certs.d/<host>/ca.crt, else the system's CAs",
+    "A PEM bundle of the CA that signed one registry host's certificate.",
+    "oci/remote/transport.py",
+)
+INDEX_URL = _v(
+    "SHIPYARD_INDEX_URL",
+    "",
+    "The package index wheels are uploaded to by release and promote; --index-url wins.",
+    "release/index.py",
+)
+INDEX_USER = _v(
+    "SHIPYARD_INDEX_USER",
+    "",
+    "The package index user (required with SHIPYARD_INDEX_URL).",
+    "release/index.py",
+)
+INDEX_PASSWORD = _v(
+    "SHIPYARD_INDEX_PASSWORD",
+    "",
+    "The package index password or token.",
+    "release/index.py",
+)
+INDEX_SIMPLE_URL = _v(
+    "SHIPYARD_INDEX_SIMPLE_URL",
+    "derived from SHIPYARD_INDEX_URL",
+    "The index's simple API, where verify reads the uploaded wheels back.",
+    "release/index.py",
+)
+VERSION = _v(
+    "SHIPYARD_VERSION",
+    "the stamped version",
+    "Set for every build step (a PEP 517 backend may read it as the version).",
+    "builders/wheel.py",
+    scope="set",
+)
+PROJECT = _v(
+    "SHIPYARD_PROJECT",
+    "",
+    "Set for a test stage's command: the project it runs for.",
+    "stages/_runner.py",
+    scope="set",
+)
+STAGE = _v(
+    "SHIPYARD_STAGE",
+    "",
+    "Set for a test stage's command: the stage's name (lint, unit, ...).",
+    "stages/_runner.py",
+    scope="set",
+)
+
 VARIABLES: tuple[Variable, ...] = (
     CACHE_DIR,
     CACHE_MAX_SIZE,
-    _v(
-        "SHIPYARD_CACHE_TOKEN",
-        "",
-        "A remote cache's bearer token, sent as `authorization: Bearer TOKEN`.",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_HEADERS",
-        "",
-        "Extra headers for a remote cache, NAME=VALUE,NAME=VALUE (an API key, say).",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_USER",
-        "",
-        "A remote cache's HTTP Basic user (with SHIPYARD_CACHE_PASSWORD).",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_PASSWORD",
-        "",
-        "A remote cache's HTTP Basic password.",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_CA",
-        "the system's CAs",
-        "PEM file: the CA that signed the remote cache server's certificate.",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_CERT",
-        "",
-        "PEM file: a client certificate for the remote cache (mutual TLS).",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_KEY",
-        "",
-        "PEM file: the client certificate's key.",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_CONNECT_TIMEOUT",
-        "5",
-        "Seconds the remote cache calls before the server's first answer may take, their "
-        "retries included: a server that never answers costs this, once per build.",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_TIMEOUT",
-        "30",
-        "Seconds one remote cache call may wait for an answer once the server has answered.",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_RETRIES",
-        "2",
-        "Further tries of a remote cache call that failed on the way (a miss is not retried).",
-        _CACHE_ENDPOINT,
-    ),
-    _v(
-        "SHIPYARD_CACHE_MODE",
-        "read-write",
-        "How a build uses the shared cache when `--cache-mode` is not given: read-write, "
-        "read-only (pull requests: never written) or write-only (a warming job: never read).",
-        "engine/cache/mode.py",
-    ),
-    _v(
-        "SHIPYARD_ACTION_KEY",
-        "",
-        "Never read: the one variable of the Remote Execution API Command shipyard sends "
-        "for an action, holding the action's key, so the Action's digest follows the key.",
-        "engine/cache/reapi/results.py",
-        scope="set",
-    ),
+    CACHE_TOKEN,
+    CACHE_HEADERS,
+    CACHE_USER,
+    CACHE_PASSWORD,
+    CACHE_CA,
+    CACHE_CERT,
+    CACHE_KEY,
+    CACHE_CONNECT_TIMEOUT,
+    CACHE_TIMEOUT,
+    CACHE_RETRIES,
+    CACHE_MODE,
+    ACTION_KEY,
     HTTP_TIMEOUT,
-    _v(
-        "SHIPYARD_REGISTRY_USER",
-        "",
-        "User for the registries shipyard pushes to (hubs, an oci:// cache); never sent "
-        "to a registry it only pulls from. Falls back to docker's config.json.",
-        "oci/remote/auth.py",
-    ),
-    _v(
-        "SHIPYARD_REGISTRY_PASSWORD",
-        "",
-        "Password or token for SHIPYARD_REGISTRY_USER.",
-        "oci/remote/auth.py",
-    ),
-    _v(
-        "SHIPYARD_REGISTRY_<HOST>_USER",
-        "",
-        "User for one registry host (pushed to or pulled from); wins over the global pair.",
-        "oci/remote/auth.py",
-    ),
-    _v(
-        "SHIPYARD_REGISTRY_<HOST>_PASSWORD",
-        "",
-        "Password for SHIPYARD_REGISTRY_<HOST>_USER.",
-        "oci/remote/auth.py",
-    ),
-    _v(
-        "SHIPYARD_REGISTRY_<HOST>_CA_FILE",
-        "docker's certs.d/<host>/ca.crt, else the system's CAs",
-        "A PEM bundle of the CA that signed one registry host's certificate.",
-        "oci/remote/transport.py",
-    ),
+    REGISTRY_USER,
+    REGISTRY_PASSWORD,
+    REGISTRY_HOST_USER,
+    REGISTRY_HOST_PASSWORD,
+    REGISTRY_HOST_CA_FILE,
     INSECURE_REGISTRIES,
     DOCKER_NETWORK,
     SOURCE_URL,
-    _v(
-        "SHIPYARD_INDEX_URL",
-        "",
-        "The package index wheels are uploaded to by release and promote; --index-url wins.",
-        "release/index.py",
-    ),
-    _v(
-        "SHIPYARD_INDEX_USER",
-        "",
-        "The package index user (required with SHIPYARD_INDEX_URL).",
-        "release/index.py",
-    ),
-    _v(
-        "SHIPYARD_INDEX_PASSWORD",
-        "",
-        "The package index password or token.",
-        "release/index.py",
-    ),
-    _v(
-        "SHIPYARD_INDEX_SIMPLE_URL",
-        "derived from SHIPYARD_INDEX_URL",
-        "The index's simple API, where verify reads the uploaded wheels back.",
-        "release/index.py",
-    ),
+    INDEX_URL,
+    INDEX_USER,
+    INDEX_PASSWORD,
+    INDEX_SIMPLE_URL,
     INDEX_CA_FILE,
     INDEX_INSECURE,
     SIGNING_KEY,
@@ -294,27 +368,9 @@ VARIABLES: tuple[Variable, ...] = (
         "builders/zipapp/_boot/cache.py",
         scope="zipapp",
     ),
-    _v(
-        "SHIPYARD_VERSION",
-        "the stamped version",
-        "Set for every build step (a PEP 517 backend may read it as the version).",
-        "builders/wheel.py",
-        scope="set",
-    ),
-    _v(
-        "SHIPYARD_PROJECT",
-        "",
-        "Set for a test stage's command: the project it runs for.",
-        "stages/_runner.py",
-        scope="set",
-    ),
-    _v(
-        "SHIPYARD_STAGE",
-        "",
-        "Set for a test stage's command: the stage's name (lint, unit, ...).",
-        "stages/_runner.py",
-        scope="set",
-    ),
+    VERSION,
+    PROJECT,
+    STAGE,
     _v(
         "SHIPYARD_REQUIRE_SERVICES",
         "",

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from shipyard._environ import HTTP_TIMEOUT
 from shipyard.errors import UsageError
 
 __all__ = ["DEFAULT_TIMEOUT", "TIMEOUT_VARIABLE", "ca_file_from", "http_timeout"]
 
 DEFAULT_TIMEOUT = (10.0, 120.0)
-TIMEOUT_VARIABLE = "SHIPYARD_HTTP_TIMEOUT"
+TIMEOUT_VARIABLE = HTTP_TIMEOUT.name
 
 
 def http_timeout(

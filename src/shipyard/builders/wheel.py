@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from shipyard import __version__, _toml
+from shipyard._environ import VERSION
 from shipyard._fs import publish_file, sha256_file
 from shipyard.artifacts import Artifact, Distribution, Metadata
 from shipyard.builders.kinds import stamp_inputs
@@ -63,7 +64,7 @@ def build_env(ctx: BuildContext) -> dict[str, str]:
     env.update(
         SOURCE_DATE_EPOCH=str(ctx.stamp.epoch),
         PYTHONHASHSEED="0",
-        SHIPYARD_VERSION=ctx.stamp.version,
+        **{VERSION.name: ctx.stamp.version},
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
     # Version backends that read git give the version shipyard reports instead: each

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shipyard._environ import CACHE_DIR
 from shipyard._fs import atomic_write, exclusive, remove_stale_temps
 from shipyard.dist import dist_dir, lock_file, outputs_file, report_file, source_digests_file
 from shipyard.engine.cache.local import ActionCache, OutputCache, cache_limit
@@ -95,7 +96,7 @@ def execute(
     build_env = dict(os.environ if env is None else env)
     if options.cache_dir is not None:
         # Builders with caches of their own (base image blobs) keep them beside ours.
-        build_env["SHIPYARD_CACHE_DIR"] = str(options.cache_dir)
+        build_env[CACHE_DIR.name] = str(options.cache_dir)
     # Source digests remembered by stat, for files at least two seconds old (see StatMemo).
     digests = StatMemo(source_digests_file(dist), settle_ns=2_000_000_000)
     ctx = BuildContext(

@@ -32,7 +32,14 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import requests
 from urllib3 import encode_multipart_formdata
 
-from shipyard._environ import INDEX_CA_FILE, INDEX_INSECURE
+from shipyard._environ import (
+    INDEX_CA_FILE,
+    INDEX_INSECURE,
+    INDEX_PASSWORD,
+    INDEX_SIMPLE_URL,
+    INDEX_URL,
+    INDEX_USER,
+)
 from shipyard._fs import sha256_file
 from shipyard._http.errors import RemoteError
 from shipyard._http.retry import TRANSIENT_STATUS, RetryPolicy
@@ -327,19 +334,19 @@ class PackageIndex:
 
 def index_from_env(env: Mapping[str, str], url: str | None = None) -> PackageIndex | None:
     """The index from SHIPYARD_INDEX_URL/_USER/_PASSWORD (and _SIMPLE_URL), or None if no URL."""
-    url = url or env.get("SHIPYARD_INDEX_URL")
+    url = url or env.get(INDEX_URL.name)
     if not url:
         return None
-    user, password = env.get("SHIPYARD_INDEX_USER"), env.get("SHIPYARD_INDEX_PASSWORD")
+    user, password = env.get(INDEX_USER.name), env.get(INDEX_PASSWORD.name)
     if not user or not password:
         raise UsageError(
-            "SHIPYARD_INDEX_URL is set but SHIPYARD_INDEX_USER or SHIPYARD_INDEX_PASSWORD is not"
+            f"{INDEX_URL.name} is set but {INDEX_USER.name} or {INDEX_PASSWORD.name} is not"
         )
     return PackageIndex(
         url,
         user,
         password,
-        env.get("SHIPYARD_INDEX_SIMPLE_URL", ""),
+        env.get(INDEX_SIMPLE_URL.name, ""),
         timeout=http_timeout(env, (30.0, 30.0))[1],
         insecure=env.get(INSECURE_VARIABLE) == "1",
         ca_file=ca_file_from(env, CA_VARIABLE, None, f"package index {url}"),

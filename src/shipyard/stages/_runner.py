@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from shipyard._environ import PROJECT, STAGE
 from shipyard._fs import atomic_write
 from shipyard.artifacts import ANY, Artifact
 from shipyard.dist import action_log, logs_dir, stage_result
@@ -228,8 +229,8 @@ class StageRunner:
         env = {k: v for k, v in without_secrets(ctx.env).items() if k not in _DROPPED}
         env["VIRTUAL_ENV"] = str(where)
         env["PATH"] = str(where / "bin") + os.pathsep + env.get("PATH", os.defpath)
-        env["SHIPYARD_PROJECT"] = action.project
-        env["SHIPYARD_STAGE"] = action.stage
+        env[PROJECT.name] = action.project
+        env[STAGE.name] = action.stage
         env.update(stage.env or {})
         # pytest splits PYTEST_ADDOPTS as a shell does: a path with a space is quoted.
         extra = f"--junitxml={shlex.quote(str(junit))} -o junit_family=xunit2"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shipyard import _environ
 from shipyard.errors import ShipyardError, UsageError
 
 if TYPE_CHECKING:
@@ -40,17 +41,17 @@ _FORMS = (
     "or grpc[s]://HOST[:PORT][/INSTANCE]"
 )
 
-TOKEN_VARIABLE = "SHIPYARD_CACHE_TOKEN"  # sent as `authorization: Bearer TOKEN`
-HEADERS_VARIABLE = "SHIPYARD_CACHE_HEADERS"  # NAME=VALUE,NAME=VALUE (e.g. an API key)
-USER_VARIABLE = "SHIPYARD_CACHE_USER"  # HTTP Basic, with the next one
-PASSWORD_VARIABLE = "SHIPYARD_CACHE_PASSWORD"
-CA_VARIABLE = "SHIPYARD_CACHE_CA"  # PEM file: the CA that signed the server's certificate
-CERT_VARIABLE = "SHIPYARD_CACHE_CERT"  # PEM file: a client certificate (mutual TLS)
-KEY_VARIABLE = "SHIPYARD_CACHE_KEY"  # PEM file: the client certificate's key
-TIMEOUT_VARIABLE = "SHIPYARD_CACHE_TIMEOUT"  # seconds per call
+TOKEN_VARIABLE = _environ.CACHE_TOKEN.name  # sent as `authorization: Bearer TOKEN`
+HEADERS_VARIABLE = _environ.CACHE_HEADERS.name  # NAME=VALUE,NAME=VALUE (e.g. an API key)
+USER_VARIABLE = _environ.CACHE_USER.name  # HTTP Basic, with the next one
+PASSWORD_VARIABLE = _environ.CACHE_PASSWORD.name
+CA_VARIABLE = _environ.CACHE_CA.name  # PEM file: the CA that signed the server's certificate
+CERT_VARIABLE = _environ.CACHE_CERT.name  # PEM file: a client certificate (mutual TLS)
+KEY_VARIABLE = _environ.CACHE_KEY.name  # PEM file: the client certificate's key
+TIMEOUT_VARIABLE = _environ.CACHE_TIMEOUT.name  # seconds per call
 # seconds the calls before the server's first answer may take, retries included
-CONNECT_TIMEOUT_VARIABLE = "SHIPYARD_CACHE_CONNECT_TIMEOUT"
-RETRIES_VARIABLE = "SHIPYARD_CACHE_RETRIES"  # further tries of a call that failed on the way
+CONNECT_TIMEOUT_VARIABLE = _environ.CACHE_CONNECT_TIMEOUT.name
+RETRIES_VARIABLE = _environ.CACHE_RETRIES.name  # further tries of a call that failed on the way
 
 
 @dataclass

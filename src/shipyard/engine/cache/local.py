@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from platformdirs import user_cache_dir
 
 from shipyard import _units as units
+from shipyard._environ import CACHE_DIR, CACHE_MAX_SIZE
 from shipyard._fs import (
     atomic_write,
     publish_file,
@@ -97,8 +98,8 @@ def default_cache_dir(flag: str | None, env: Mapping[str, str]) -> Path:
     """--cache-dir, else $SHIPYARD_CACHE_DIR, else the user cache directory (XDG)."""
     if flag:
         return Path(flag).expanduser().resolve()
-    if env.get("SHIPYARD_CACHE_DIR"):
-        return Path(env["SHIPYARD_CACHE_DIR"]).expanduser().resolve()
+    if env.get(CACHE_DIR.name):
+        return Path(env[CACHE_DIR.name]).expanduser().resolve()
     return Path(user_cache_dir("shipyard"))
 
 
@@ -112,7 +113,7 @@ BUILD_ENVS = "build-envs"  # PEP 517 build environments, one per build-system.re
 # the limit only bounds the history kept beside them. Pants collects its whole store
 # down to 4 GiB; Bazel's disk cache has no default limit.
 DEFAULT_MAX_SIZE = 512 << 20
-MAX_SIZE_ENV = "SHIPYARD_CACHE_MAX_SIZE"
+MAX_SIZE_ENV = CACHE_MAX_SIZE.name
 
 
 def parse_size(text: str, where: str) -> int:
@@ -164,7 +165,7 @@ def blob_store(env: Mapping[str, str]) -> BlobStore:
     """
     from shipyard.oci.layer import BlobStore  # the image builders' only: not on a no-op
 
-    root = Path(env.get("SHIPYARD_CACHE_DIR") or user_cache_dir("shipyard")).expanduser()
+    root = Path(env.get(CACHE_DIR.name) or user_cache_dir("shipyard")).expanduser()
     join_cache(root)
     return BlobStore(root / BASE_BLOBS)
 

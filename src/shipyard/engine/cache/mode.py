@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
+from shipyard._environ import CACHE_MODE
 from shipyard.errors import UsageError
 
 __all__ = ["MODES", "MODE_VARIABLE", "CacheMode", "cache_mode"]
 
 CacheMode = Literal["read-write", "read-only", "write-only"]
 MODES: tuple[CacheMode, ...] = ("read-write", "read-only", "write-only")
-MODE_VARIABLE = "SHIPYARD_CACHE_MODE"
+MODE_VARIABLE = CACHE_MODE.name
 
 
 def cache_mode(flag: str | None, env: Mapping[str, str]) -> CacheMode:

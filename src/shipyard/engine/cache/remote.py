@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shipyard import _json
+from shipyard._environ import CACHE_USER
 from shipyard._fs import TEMP_PREFIX
 from shipyard._http.errors import RemoteError
 from shipyard.artifacts import Artifact
@@ -90,7 +91,7 @@ def open_registry_cache(
     $SHIPYARD_REGISTRY_USER...); the CA: $SHIPYARD_CACHE_CA, else the registry's."""
     if connection.basic is not None:
         user, password = connection.basic
-        credentials: Credentials | None = Credentials(user, password, source="SHIPYARD_CACHE_USER")
+        credentials: Credentials | None = Credentials(user, password, source=CACHE_USER.name)
     else:
         credentials = find_credentials(endpoint.host, environ=environ)
     patience = Patience(connection)

@@ -36,6 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shipyard._environ import (
+    REGISTRY_HOST_PASSWORD,
+    REGISTRY_HOST_USER,
+    REGISTRY_PASSWORD,
+    REGISTRY_USER,
+)
 from shipyard.errors import UsageError
 
 __all__ = [
@@ -234,8 +240,7 @@ class Authenticator:
 
 def env_variable_names(host: str) -> tuple[str, str]:
     """The per-host user and password variable names for `host` (`host:port`)."""
-    key = re.sub(r"[^A-Z0-9]", "_", host.upper())
-    return f"SHIPYARD_REGISTRY_{key}_USER", f"SHIPYARD_REGISTRY_{key}_PASSWORD"
+    return REGISTRY_HOST_USER.member(host), REGISTRY_HOST_PASSWORD.member(host)
 
 
 def docker_config_path(environ: Mapping[str, str]) -> Path:
@@ -270,7 +275,7 @@ def find_credentials(
     return _from_docker_config(host, env)
 
 
-_GLOBAL_VARIABLES = ("SHIPYARD_REGISTRY_USER", "SHIPYARD_REGISTRY_PASSWORD")
+_GLOBAL_VARIABLES = (REGISTRY_USER.name, REGISTRY_PASSWORD.name)
 
 
 def _host_of(key: str) -> str:

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import requests
 
 from shipyard import _json
-from shipyard._environ import INSECURE_REGISTRIES
+from shipyard._environ import INSECURE_REGISTRIES, REGISTRY_HOST_CA_FILE
 from shipyard._http.errors import CertificateError, PlainHTTPRefused, RemoteError, UnsafeURL
 from shipyard._http.retry import RetryPolicy
 from shipyard._http.settings import ca_file_from, http_timeout
@@ -101,7 +101,7 @@ class RegistryStats(HTTPStats):
 
 def ca_variable_name(host: str) -> str:
     """The per-host CA bundle variable, e.g. `SHIPYARD_REGISTRY_127_0_0_1_5000_CA_FILE`."""
-    return env_variable_names(host)[0].removesuffix("_USER") + "_CA_FILE"
+    return REGISTRY_HOST_CA_FILE.member(host)
 
 
 @dataclass(frozen=True)

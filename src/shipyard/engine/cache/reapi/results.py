@@ -23,6 +23,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 
 from shipyard import _json
+from shipyard._environ import ACTION_KEY
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import (
     Declared,
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 FORMAT = "shipyard-cache-v1"  # in every Command: a new format gets new action digests
-KEY_VARIABLE = "SHIPYARD_ACTION_KEY"
+KEY_VARIABLE = ACTION_KEY.name
 ABOUT = "dev.shipyard.artifact"  # node property: the artifact's kind, binary, platform, metadata
 _MAX_RESULT = 16 << 20  # bytes of an ActionResult message a restore reads at most
 
