@@ -1,9 +1,10 @@
 """Every environment variable shipyard reads or sets, in one table: name, default, meaning.
 
 The table is the documentation (the site's environment reference is generated from
-it, and a test fails when a `SHIPYARD_*` name appears in src/ without a row here) and,
-where that is cheap, the code's source of the names: a module reads
-`environ.get(HTTP_TIMEOUT.name)` rather than spelling the name again. The zipapp
+it, and a test fails when a `SHIPYARD_*` name appears in src/ without a row here) and
+the code's source of the names: a module reads `environ.get(HTTP_TIMEOUT.name)`
+rather than spelling the name again (tests/unit/test_environ.py fails on a spelled
+one), and builds a per-host name with `REGISTRY_HOST_USER.member(host)`. The zipapp
 runtime (builders/zipapp/_boot) is shipped inside every zipapp and imports nothing of
 shipyard, so it keeps its own literals; its rows here document them.
 
