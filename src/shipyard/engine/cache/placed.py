@@ -14,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from shipyard._fs import sha256_file
+from shipyard._fs import TEMP_PREFIX, sha256_file
 from shipyard.artifacts import Artifact
 
-__all__ = ["PlacedFiles"]
+__all__ = ["PlacedFiles", "scratch"]
 
 
 class PlacedFiles:
@@ -67,3 +68,11 @@ class PlacedFiles:
             for lock in locks:
                 held.enter_context(lock)
             yield
+
+
+def scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
+    """Where a remote restore or store stages blobs: a temporary folder in `repo`/dist,
+    swept by the next build if this one is killed."""
+    dist = repo / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}remote-", dir=dist)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +32,6 @@ from pathlib import Path
 
 from shipyard import _json
 from shipyard._environ import CACHE_USER
-from shipyard._fs import TEMP_PREFIX
 from shipyard._http.errors import RemoteError
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import (
@@ -48,7 +46,7 @@ from shipyard.engine.cache.checks import (
 )
 from shipyard.engine.cache.endpoint import CacheEndpoint, Connection, RemoteStats, RemoteUnavailable
 from shipyard.engine.cache.patience import Patience, first_contact
-from shipyard.engine.cache.placed import PlacedFiles
+from shipyard.engine.cache.placed import PlacedFiles, scratch
 from shipyard.engine.cache.restore import PlacedFile, place_files
 from shipyard.oci import mediatypes
 from shipyard.oci.model import Descriptor, artifact_manifest_json, as_annotations
@@ -70,13 +68,6 @@ _MODE = "dev.shipyard.mode"  # octal; a zipapp stays executable
 _ABOUT = "dev.shipyard.artifact"  # JSON: the artifact's kind, binary, platform, metadata
 _OCTAL = re.compile(r"[0-7]{1,6}")
 _log = logging.getLogger(__name__)
-
-
-def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder in `repo`/dist, swept by the next build if this one is killed."""
-    dist = repo / "dist"
-    dist.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}remote-", dir=dist)
 
 
 def open_registry_cache(
@@ -171,7 +162,7 @@ class RemoteCache:
             layers = _layers(data, declared or Declared.dist())
             if layers is None:
                 return None  # not a shipyard cache entry
-            with _scratch(repo) as tmp, self._placed.fetching(x.sha256 for x in layers):
+            with scratch(repo) as tmp, self._placed.fetching(x.sha256 for x in layers):
                 pulled: list[PlacedFile] = []
                 here: set[str] = set()  # pulled by this restore (a file may be listed twice)
                 for layer in layers:
@@ -232,7 +223,7 @@ class RemoteCache:
 
     def _store(self, key: str, outputs: tuple[Artifact, ...], repo: Path) -> None:
         config = Descriptor.of(mediatypes.OCI_EMPTY, _EMPTY)
-        with _scratch(repo) as tmp:
+        with scratch(repo) as tmp:
             empty = Path(tmp) / "empty.json"
             empty.write_bytes(_EMPTY)
             self.registry.push_blob(self.repository, config.digest, config.size, empty)

@@ -15,16 +15,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 import logging
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from shipyard._fs import TEMP_PREFIX
 from shipyard.artifacts import Artifact
 from shipyard.engine.cache.checks import Declared, RefusedEntry
 from shipyard.engine.cache.endpoint import RemoteStats
-from shipyard.engine.cache.placed import PlacedFiles
+from shipyard.engine.cache.placed import PlacedFiles, scratch
 from shipyard.engine.cache.reapi.results import (
     action_for,
     action_result,
@@ -110,7 +108,7 @@ class ResultStore(abc.ABC):
                 self.count(misses=1)
                 return None
             files = result_files(result, declared or Declared.dist())
-            with _scratch(repo) as tmp, self.placed.fetching(f.sha256 for f in files):
+            with scratch(repo) as tmp, self.placed.fetching(f.sha256 for f in files):
                 known = {f.sha256: self.placed.known(f.sha256, f.size) for f in files}
                 wanted = {
                     f.sha256: re_pb2.Digest(hash=f.sha256, size_bytes=f.size)
@@ -163,10 +161,3 @@ class ResultStore(abc.ABC):
             return
         self.count(stored=1)
         self.placed.remember(outputs)
-
-
-def _scratch(repo: Path) -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder in `repo`/dist, swept by the next build if this one is killed."""
-    dist = repo / "dist"
-    dist.mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}remote-", dir=dist)
